@@ -1,0 +1,275 @@
+package vfs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Root is one root as it arrives: from MCP (uri, name, _meta) or from a
+// command-line flag (an absolute path or a file:// URI).
+type Root struct {
+	// URI is "file:///abs/path", "file://localhost/abs/path" or, from flags
+	// only, an absolute path.
+	URI string
+	// Name is the MCP root's human-readable name. It is metadata only and
+	// never becomes the entry name: a client could otherwise name two roots
+	// alike, or name one "..".
+	Name string
+	// Meta is the MCP root's _meta object, verbatim; nil when absent.
+	Meta json.RawMessage
+}
+
+// Sentinel errors wrapped by Skipped.Reason; callers branch with errors.Is.
+var (
+	// ErrBadRoot marks a root whose URI or path is not acceptable.
+	ErrBadRoot = errors.New("bad root")
+	// ErrNotAllowed marks a root that resolves outside every --allow directory.
+	ErrNotAllowed = errors.New("root outside the allowed directories")
+)
+
+// reservedAlways lists names that no entry may take whatever the options:
+// go-fuse intercepts a lookup of this name at the mount's top level.
+var reservedAlways = []string{".go-fuse-epoll-hack"}
+
+// ParseRoot turns a root URI or absolute path into a lexically cleaned
+// absolute host path. It does no I/O.
+//
+// Accepted forms follow RFC 8089: file:///abs, file://localhost/abs,
+// file:/abs, and (for flags) a plain absolute path. Percent-encoding is
+// decoded once; dot segments, encoded or not, are then removed lexically, so
+// a root always names the path its decoded text spells and never more. An
+// encoded separator (%2F) cannot be part of a Linux file name and is refused
+// rather than reinterpreted. Every refusal wraps ErrBadRoot.
+func ParseRoot(s string) (string, error) {
+	bad := func(why string) error { return fmt.Errorf("%w %q: %s", ErrBadRoot, s, why) }
+	if s == "" {
+		return "", bad("empty; give an absolute path or a file:/// URI")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", bad("contains a NUL byte")
+	}
+	if strings.HasPrefix(s, "/") {
+		return path.Clean(s), nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", bad("not a valid URI: " + strings.TrimPrefix(err.Error(), "parse "+strconv.Quote(s)+": "))
+	}
+	switch {
+	case u.Scheme == "":
+		return "", bad("relative path or URI; give an absolute path or a file:/// URI")
+	case !strings.EqualFold(u.Scheme, "file"):
+		return "", bad("scheme " + strconv.Quote(u.Scheme) + " is not supported; only file:// URIs name local folders")
+	case u.Opaque != "":
+		return "", bad("relative file URI; use file:///absolute/path")
+	case u.User != nil:
+		return "", bad("file URIs carry no user information")
+	case u.Host != "" && !strings.EqualFold(u.Host, "localhost"):
+		return "", bad("host " + strconv.Quote(u.Host) + " is not this machine; use file:///path or file://localhost/path")
+	case u.RawQuery != "" || u.ForceQuery:
+		return "", bad("has a query ('?'); percent-encode it as %3F if it is part of the name")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return "", bad("has a fragment ('#'); percent-encode it as %23 if it is part of the name")
+	}
+	raw := u.EscapedPath()
+	if low := strings.ToLower(raw); strings.Contains(low, "%2f") || strings.Contains(low, "%00") {
+		return "", bad("an encoded '/' or NUL cannot be part of a file name")
+	}
+	p := u.Path
+	if p == "" {
+		return "", bad("empty path; use file:///absolute/path")
+	}
+	if !strings.HasPrefix(p, "/") {
+		return "", bad("path is not absolute")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", bad("contains a NUL byte")
+	}
+	return path.Clean(p), nil
+}
+
+// TableOptions control how BuildTable admits and names roots. The zero value
+// admits every root that resolves.
+type TableOptions struct {
+	// Allow, when non-empty, admits only roots that resolve (after symlinks)
+	// to one of these directories or to something beneath one of them.
+	// Containment is decided on the resolved inodes, never on path strings.
+	Allow []string
+	// Reserved lists entry names that the view itself uses, such as the
+	// sandbox's runtime placeholders ("usr", "etc", "proc"). A root whose
+	// name would collide is renamed like any other collision.
+	Reserved []string
+}
+
+// Entry is one top-level entry of the view. An Entry belongs to its Table and
+// is immutable.
+type Entry struct {
+	// Name is the entry's name in the view: the last element of the resolved
+	// host path ("root" for "/"), with "-2", "-3"... appended in list order
+	// when names collide.
+	Name string
+	// HostPath is the resolved host path at the time the table was built.
+	// It is for messages and logs only; the view never accesses it by name.
+	HostPath string
+	// Root is the root this entry came from, verbatim.
+	Root Root
+	// IsDir is false for a single-file root.
+	IsDir bool
+
+	fd       int // pinned O_PATH descriptor, owned by the table
+	dev, ino uint64
+	mode     uint32
+}
+
+// FD returns the entry's pinned O_PATH descriptor. It is owned by the table
+// and valid until the table is closed.
+func (e *Entry) FD() int { return e.fd }
+
+// Ident returns the device and inode numbers of the pinned root: two entries
+// with the same Ident are the same host directory or file.
+func (e *Entry) Ident() (dev, ino uint64) { return e.dev, e.ino }
+
+// ViewURI returns the file:// URI under which the entry appears inside the
+// sandbox, whose / is the view.
+func (e *Entry) ViewURI() string {
+	return (&url.URL{Scheme: "file", Path: "/" + e.Name}).String()
+}
+
+// Skipped records a root that BuildTable left out.
+type Skipped struct {
+	Root Root
+	// Reason wraps ErrBadRoot, ErrNotAllowed, fs.ErrNotExist, fs.ErrPermission
+	// or another cause; its text is one line that names the root.
+	Reason error
+}
+
+// Table is an immutable set of entries: once built it never changes, so
+// readers may use it without locks. Replace it as a whole (View.Swap).
+type Table struct {
+	entries []*Entry
+	byName  map[string]*Entry
+	skipped []Skipped
+
+	closeOnce sync.Once
+}
+
+// Entries returns the entries in the order of the roots they came from. The
+// slice and its entries must not be modified.
+func (t *Table) Entries() []*Entry { return t.entries }
+
+// Lookup returns the entry called name, or nil.
+func (t *Table) Lookup(name string) *Entry { return t.byName[name] }
+
+// Skipped returns the roots that were left out, each with its reason.
+func (t *Table) Skipped() []Skipped { return t.skipped }
+
+// Close releases the pinned descriptors. It is idempotent. After Close the
+// entries' FD values must not be used.
+func (t *Table) Close() error {
+	var err error
+	t.closeOnce.Do(func() {
+		for _, e := range t.entries {
+			if cerr := closeFD(e.fd); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	})
+	return err
+}
+
+// EmptyTable returns a table with no entries.
+func EmptyTable() *Table { return &Table{byName: map[string]*Entry{}} }
+
+// BuildTable resolves every root once, following its symlinks, and pins what
+// it finds as an O_PATH descriptor; from then on the view reaches the root
+// only through that descriptor, so renaming or replacing the host path later
+// cannot redirect it. A root that cannot be parsed, resolved or admitted is
+// left out and listed by Skipped without stopping the others. Roots that
+// resolve to the same host inode collapse into the first; nested roots are
+// kept. The result is never nil.
+func BuildTable(roots []Root, opts TableOptions) *Table {
+	t := EmptyTable()
+	allow, allowErr := openAllowed(opts.Allow)
+	defer closeAll(allow)
+	taken := map[string]bool{}
+	for _, n := range reservedAlways {
+		taken[n] = true
+	}
+	for _, n := range opts.Reserved {
+		taken[n] = true
+	}
+	type ident struct{ dev, ino uint64 }
+	seen := map[ident]bool{}
+	for _, r := range roots {
+		skip := func(err error) { t.skipped = append(t.skipped, Skipped{Root: r, Reason: err}) }
+		p, err := ParseRoot(r.URI)
+		if err != nil {
+			skip(err)
+			continue
+		}
+		if allowErr != nil {
+			skip(allowErr)
+			continue
+		}
+		e, err := resolve(p)
+		if err != nil {
+			skip(fmt.Errorf("root %q: %w", r.URI, err))
+			continue
+		}
+		e.Root = r
+		if seen[ident{e.dev, e.ino}] {
+			closeFD(e.fd)
+			continue
+		}
+		if len(allow) > 0 {
+			ok, err := beneathAny(e, allow)
+			if err != nil || !ok {
+				closeFD(e.fd)
+				if err == nil {
+					err = fmt.Errorf("%w: root %q resolves to %s, which is not within %s", ErrNotAllowed, r.URI, e.HostPath, strings.Join(opts.Allow, ", "))
+				} else {
+					err = fmt.Errorf("root %q: checking --allow: %w", r.URI, err)
+				}
+				skip(err)
+				continue
+			}
+		}
+		seen[ident{e.dev, e.ino}] = true
+		e.Name = uniqueName(baseName(e.HostPath), taken)
+		taken[e.Name] = true
+		t.entries = append(t.entries, e)
+		t.byName[e.Name] = e
+	}
+	return t
+}
+
+func baseName(p string) string {
+	if p == "/" {
+		return "root"
+	}
+	return path.Base(p)
+}
+
+func uniqueName(base string, taken map[string]bool) string {
+	if !taken[base] {
+		return base
+	}
+	for i := 2; ; i++ {
+		n := base + "-" + strconv.Itoa(i)
+		if !taken[n] {
+			return n
+		}
+	}
+}
+
+// describe gives a one-line reason for a resolve failure.
+func describe(op, p string, err error) error {
+	return &fs.PathError{Op: op, Path: p, Err: err}
+}
