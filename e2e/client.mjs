@@ -26,7 +26,8 @@
 //   {"op":"close"}                                  close the transport (stdin end, then signals)
 //
 // Strings in "arguments" may hold {{pid}} (the spawned process) and {{child}}
-// (its first child process, read from /proc), for tests that aim at a process
+// (its first child process, read from /proc; the process itself when it
+// has none), for tests that aim at a process
 // by its host pid.
 //
 // Transcript: {"steps":[{label, op, ok, isError, text, error, attempts, ms}...],
@@ -53,7 +54,7 @@ function childPid(pid) {
     const tasks = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim();
     if (tasks) return tasks.split(/\s+/)[0];
   } catch {}
-  return "0";
+  return String(pid); // no child (a server run directly): aim at the process itself
 }
 
 function expand(value, transport) {

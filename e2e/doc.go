@@ -1,0 +1,30 @@
+// Package e2e holds the end-to-end suite of rootfs: real MCP clients and
+// servers, run through the built "rootfs run" binary, each containment case
+// beside a negative control that runs the same server without rootfs.
+//
+// The peers:
+//
+//   - client.mjs: the official TypeScript SDK client (legacy era, roots with
+//     listChanged) driven by a JSON scenario; it prints a transcript.
+//   - naive/: a go-sdk v1.8.0 server that reads, lists, writes and runs
+//     whatever it is told, checking nothing; built static by the tests.
+//   - @modelcontextprotocol/server-filesystem and server-everything from npm,
+//     pinned by package-lock.json.
+//   - go-sdk v1.8.0 clients in-process, and a raw JSON-RPC client for faults.
+//
+// # Running
+//
+//	npm ci --prefix e2e
+//	go test -count=1 ./e2e/
+//
+// Without node_modules, node, /dev/fuse or a buildable cmd/rootfs the tests
+// skip with the reason; with ROOTFS_REQUIRE_FUSE=1 (CI) a missing
+// prerequisite fails instead. TestMain prints the count of cases and negative
+// controls at the end.
+//
+// # Examples
+//
+// The client configurations in ../examples are the single source of truth
+// for the README: TestExamples reads each file, takes its command line and
+// runs exactly that (with the paths a test machine needs substituted).
+package e2e
