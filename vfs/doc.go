@@ -1,0 +1,89 @@
+// Package vfs turns a list of roots into the view rootfs serves: a FUSE file
+// system whose top-level entries are exactly the current roots, each a
+// contained read-write passthrough to one host directory or file.
+//
+// Roots are parsed and resolved once into an immutable [Table]
+// ([BuildTable]); a [View] serves the current table and is changed only by
+// [View.Swap]. The go-fuse adapter lives in view_linux.go; everything below an
+// entry is reached through descriptors, never through host path strings.
+//
+// # Containment
+//
+// Every node below an entry holds an O_PATH descriptor of its own host inode
+// (the libfuse passthrough_hp / virtiofsd design). A lookup is
+// openat(parent, name, O_PATH|O_NOFOLLOW); every other operation works on
+// that descriptor ("*at" calls with one name and no following, AT_EMPTY_PATH,
+// or a reopen of /proc/self/fd/N, which names the inode and not a path). The
+// view therefore never follows a symlink on the host side: a host process
+// that swaps a directory of a root for a symlink to "/" makes lookups of that
+// name return the symlink, whose target the kernel then resolves inside the
+// caller's own view. Nested roots are independent: each entry has its own
+// node identities (go-fuse StableAttr.Gen is the root's incarnation), so a
+// change through one entry cannot redirect another.
+//
+// The synthetic top level is read-only (EPERM for every change) and lists the
+// entries in table order followed by the placeholders of [Options]. Entries
+// whose name is reserved by a placeholder or by go-fuse
+// (".go-fuse-epoll-hack") are hidden and logged; build tables with
+// TableOptions{Reserved: view.Reserved()} to avoid that.
+//
+// Files, directories, symlinks and nodes created through the view are
+// chowned to the calling uid/gid (the parent's gid when the parent directory
+// is set-group-ID), not left to the daemon. Extended attributes can be read
+// in every namespace but set or removed only in "user." (others: EPERM), so a
+// sandboxed process cannot plant file capabilities or trusted labels.
+//
+// # Errors
+//
+// The node methods work with Go errors; one function (toErrno) turns them
+// into the errno the kernel sees. syscall.Errno values pass unchanged,
+// [ErrRevoked] becomes EIO, context.Canceled becomes EINTR, and anything
+// unrecognised is logged and becomes EIO. With [Options].ReadOnly every
+// mutating operation, and every open for writing or truncation, is EROFS.
+//
+// # Swapping and revocation
+//
+// [View.Swap] installs a new table in one atomic step. An entry whose name
+// and host inode are unchanged keeps its nodes: readers of surviving roots
+// never see an error. Every other old entry is revoked before Swap returns:
+// its nodes and open handles answer EIO to every operation except close
+// (BSD revoke(2) semantics), the kernel's page cache for its known inodes is
+// dropped, and its top-level dentry is removed with FUSE_NOTIFY_DELETE, so no
+// new lookup can reach it. Names that are new drop any cached negative
+// dentry. Swap must not be called from inside a FUSE request handler of this
+// view (the kernel notification would deadlock), and a View can be mounted
+// once.
+//
+// Revocation is strict by default: file I/O goes through the daemon, which
+// refuses it once the root is gone. [Options].Passthrough turns on FUSE
+// passthrough (kernel 6.9+, CAP_SYS_ADMIN in the initial user namespace):
+// reads and writes then bypass the daemon at near-native speed, and a file
+// opened before its root was removed keeps reading and writing until it is
+// closed, because the daemon cannot revoke a passthrough handle. Its other
+// operations (fstat, fsync, locks) still fail with EIO.
+//
+// # Caching
+//
+// The kernel may cache names, attributes and negative lookups for
+// [Options].CacheTimeout (default [DefaultCacheTimeout], 1s). Changes made
+// through the view are seen at once (the kernel updates its own caches);
+// swaps invalidate explicitly; changes made on the host by other processes
+// become visible within the timeout. Directory listings are cached
+// (FOPEN_CACHE_DIR) and revalidated by the directory's mtime when its
+// attributes expire; file pages are kept across opens (FOPEN_KEEP_CACHE) and
+// dropped when the kernel sees the size or mtime change. Close does not
+// round-trip (FOPEN_NOFLUSH). A long timeout is safe for a tree that only the
+// view changes; nested roots see each other's changes only when the timeout
+// expires.
+//
+// With CAP_HANDLE_KILLPRIV_V2 the kernel leaves clearing set-user-ID and
+// set-group-ID bits to the daemon: the view clears them on every write and
+// on truncation, and removes security.capability on write, whoever the
+// caller is (it cannot tell whether the caller holds CAP_FSETID).
+//
+// # Deadlocks
+//
+// Never access the mount from the process that serves it (see go-fuse's
+// package documentation): tests serve in one process and access from
+// another. Never mount the view inside one of its roots.
+package vfs

@@ -1,0 +1,61 @@
+package vfs
+
+import (
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultCacheTimeout is how long the kernel may cache names and attributes
+// when Options.CacheTimeout is zero. It bounds how long a change made on the
+// host by another process can stay invisible through the view.
+const DefaultCacheTimeout = time.Second
+
+// ErrRevoked is the error of every operation on a node or handle whose root
+// left the table. The kernel sees it as EIO.
+var ErrRevoked = errors.New("root revoked")
+
+// ErrClosed is returned by Swap after Close.
+var ErrClosed = errors.New("view closed")
+
+// Placeholder is a top-level name the view provides itself, for the sandbox
+// to mount its runtime directories on: an empty read-only directory, or a
+// symlink when Symlink is set ("bin" -> "usr/bin").
+type Placeholder struct {
+	Name    string
+	Symlink string // empty: a directory
+}
+
+// Options configure a View. The zero value is a read-write view with no
+// placeholders, strict revocation and 1s caching.
+type Options struct {
+	// ReadOnly makes every mutating operation answer EROFS.
+	ReadOnly bool
+	// Logger receives diagnostics; nil means zap.NewNop().
+	Logger *zap.Logger
+	// Placeholders are listed after the entries. Their names are reserved:
+	// see View.Reserved.
+	Placeholders []Placeholder
+	// Passthrough lets the kernel do file I/O itself (FUSE passthrough,
+	// Linux 6.9+, needs CAP_SYS_ADMIN in the initial user namespace; silently
+	// daemon-served elsewhere). Handles opened in passthrough keep reading
+	// and writing after their root is revoked, until closed. False (the
+	// default) keeps revocation strict.
+	Passthrough bool
+	// CacheTimeout is how long the kernel may cache entries, attributes and
+	// failed lookups. Zero means DefaultCacheTimeout; negative means no
+	// caching. Swaps and changes made through the view are always seen at
+	// once; host-side changes within the timeout.
+	CacheTimeout time.Duration
+}
+
+func (o *Options) cacheTimeout() time.Duration {
+	switch {
+	case o.CacheTimeout == 0:
+		return DefaultCacheTimeout
+	case o.CacheTimeout < 0:
+		return 0
+	}
+	return o.CacheTimeout
+}

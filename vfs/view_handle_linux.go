@@ -1,0 +1,238 @@
+//go:build linux
+
+package vfs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// fileHandle is an open regular file. Every operation but Release fails with
+// EIO once its root is revoked. Release is never concurrent with another
+// operation on the handle (the kernel guarantees it), so fd stays valid for
+// every call that reaches it.
+type fileHandle struct {
+	n        *node
+	fd       int
+	writable bool
+	append   bool
+
+	capOnce sync.Once
+	hasCap  bool // security.capability present at first write
+}
+
+func (n *node) newHandle(fd int, flags uint32) *fileHandle {
+	return &fileHandle{
+		n:        n,
+		fd:       fd,
+		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
+		append:   flags&syscall.O_APPEND != 0,
+	}
+}
+
+var (
+	_ = (fs.FileReader)((*fileHandle)(nil))
+	_ = (fs.FileWriter)((*fileHandle)(nil))
+	_ = (fs.FileFlusher)((*fileHandle)(nil))
+	_ = (fs.FileFsyncer)((*fileHandle)(nil))
+	_ = (fs.FileReleaser)((*fileHandle)(nil))
+	_ = (fs.FileGetattrer)((*fileHandle)(nil))
+	_ = (fs.FileLseeker)((*fileHandle)(nil))
+	_ = (fs.FileAllocater)((*fileHandle)(nil))
+	_ = (fs.FileGetlker)((*fileHandle)(nil))
+	_ = (fs.FileSetlker)((*fileHandle)(nil))
+	_ = (fs.FileSetlkwer)((*fileHandle)(nil))
+	_ = (fs.FilePassthroughFder)((*fileHandle)(nil))
+)
+
+func (h *fileHandle) errno(op string, err error) syscall.Errno { return h.n.v.toErrno(op, err) }
+
+// PassthroughFd offers the descriptor for FUSE passthrough only when the
+// view was configured for it (Options.Passthrough): a passthrough handle
+// cannot be revoked.
+func (h *fileHandle) PassthroughFd() (int, bool) {
+	if !h.n.v.opts.Passthrough || h.n.inc.revoked.Load() {
+		return -1, false
+	}
+	return h.fd, true
+}
+
+func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if err := h.n.live(); err != nil {
+		return nil, h.errno("read", err)
+	}
+	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0
+}
+
+func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if err := h.n.mutable(); err != nil {
+		return 0, h.errno("write", err)
+	}
+	if err := h.killPriv(); err != nil {
+		return 0, h.errno("write", err)
+	}
+	k, err := syscall.Pwrite(h.fd, data, off)
+	return uint32(max(k, 0)), h.errno("write", err)
+}
+
+// killPriv does what the kernel leaves to us under CAP_HANDLE_KILLPRIV_V2.
+func (h *fileHandle) killPriv() error {
+	h.capOnce.Do(func() {
+		_, err := unix.Fgetxattr(h.fd, "security.capability", nil)
+		h.hasCap = err == nil
+	})
+	if h.hasCap {
+		if err := unix.Fremovexattr(h.fd, "security.capability"); err != nil && !errors.Is(err, unix.ENODATA) {
+			return err
+		}
+		h.hasCap = false
+	}
+	return killPriv(h.fd)
+}
+
+func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
+	return h.errno("flush", h.n.live())
+}
+
+func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	if err := h.n.live(); err != nil {
+		return h.errno("fsync", err)
+	}
+	if flags&1 != 0 {
+		return h.errno("fsync", syscall.Fdatasync(h.fd))
+	}
+	return h.errno("fsync", syscall.Fsync(h.fd))
+}
+
+func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	return h.errno("release", syscall.Close(h.fd))
+}
+
+func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+	if err := h.n.live(); err != nil {
+		return h.errno("getattr", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(h.fd, &st); err != nil {
+		return h.errno("getattr", err)
+	}
+	out.FromStat(&st)
+	return 0
+}
+
+func (h *fileHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	if err := h.n.live(); err != nil {
+		return 0, h.errno("lseek", err)
+	}
+	k, err := unix.Seek(h.fd, int64(off), int(whence))
+	return uint64(k), h.errno("lseek", err)
+}
+
+func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	if err := h.n.mutable(); err != nil {
+		return h.errno("fallocate", err)
+	}
+	return h.errno("fallocate", unix.Fallocate(h.fd, mode, int64(off), int64(size)))
+}
+
+// Locks are open-file-description locks (or flock) on the host descriptor,
+// so they are coherent with host processes and released when the handle is.
+const (
+	ofdGetlk  = 36 // F_OFD_GETLK
+	ofdSetlk  = 37 // F_OFD_SETLK
+	ofdSetlkw = 38 // F_OFD_SETLKW
+)
+
+func (h *fileHandle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	if err := h.n.live(); err != nil {
+		return h.errno("getlk", err)
+	}
+	var flk syscall.Flock_t
+	lk.ToFlockT(&flk)
+	err := syscall.FcntlFlock(uintptr(h.fd), ofdGetlk, &flk)
+	out.FromFlockT(&flk)
+	return h.errno("getlk", err)
+}
+
+func (h *fileHandle) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return h.setLock(lk, flags, false)
+}
+
+func (h *fileHandle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
+	return h.setLock(lk, flags, true)
+}
+
+func (h *fileHandle) setLock(lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	if err := h.n.live(); err != nil && lk.Typ != syscall.F_UNLCK {
+		return h.errno("setlk", err)
+	}
+	if flags&fuse.FUSE_LK_FLOCK != 0 {
+		var op int
+		switch lk.Typ {
+		case syscall.F_RDLCK:
+			op = syscall.LOCK_SH
+		case syscall.F_WRLCK:
+			op = syscall.LOCK_EX
+		case syscall.F_UNLCK:
+			op = syscall.LOCK_UN
+		default:
+			return syscall.EINVAL
+		}
+		if !wait {
+			op |= syscall.LOCK_NB
+		}
+		return h.errno("flock", syscall.Flock(h.fd, op))
+	}
+	var flk syscall.Flock_t
+	lk.ToFlockT(&flk)
+	cmd := ofdSetlk
+	if wait {
+		cmd = ofdSetlkw
+	}
+	return h.errno("setlk", syscall.FcntlFlock(uintptr(h.fd), cmd, &flk))
+}
+
+// dirHandle is an open directory: a getdents stream on a descriptor opened
+// through the node's O_PATH descriptor.
+type dirHandle struct {
+	n  *node
+	ds fs.DirStream
+}
+
+var (
+	_ = (fs.FileReaddirenter)((*dirHandle)(nil))
+	_ = (fs.FileSeekdirer)((*dirHandle)(nil))
+	_ = (fs.FileReleasedirer)((*dirHandle)(nil))
+	_ = (fs.FileFsyncdirer)((*dirHandle)(nil))
+)
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if err := d.n.live(); err != nil {
+		return nil, d.n.errno("readdir", err)
+	}
+	return d.ds.(fs.FileReaddirenter).Readdirent(ctx)
+}
+
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if err := d.n.live(); err != nil {
+		return d.n.errno("seekdir", err)
+	}
+	return d.ds.(fs.FileSeekdirer).Seekdir(ctx, off)
+}
+
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	d.ds.(fs.FileReleasedirer).Releasedir(ctx, flags)
+}
+
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	if err := d.n.live(); err != nil {
+		return d.n.errno("fsyncdir", err)
+	}
+	return d.ds.(fs.FileFsyncdirer).Fsyncdir(ctx, flags)
+}

@@ -1,0 +1,756 @@
+//go:build linux
+
+package vfs
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// node is any inode below an entry, including the entry itself. It holds an
+// O_PATH descriptor of its host inode, opened without following symlinks;
+// every operation goes through that descriptor. The descriptor is closed
+// when the node becomes unreachable (a runtime cleanup), never while an
+// operation could still use it, so its number cannot be reused under a live
+// node.
+type node struct {
+	fs.Inode
+	v    *View
+	inc  *rootInc
+	fd   int // O_PATH|O_NOFOLLOW
+	dev  uint64
+	ino  uint64
+	kind uint32 // S_IFMT bits
+}
+
+func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {
+	n := &node{v: v, inc: inc, fd: fd, dev: st.Dev, ino: st.Ino, kind: st.Mode & syscall.S_IFMT}
+	runtime.AddCleanup(n, func(fd int) { unix.Close(fd) }, fd)
+	return n
+}
+
+var (
+	_ = (fs.NodeLookuper)((*node)(nil))
+	_ = (fs.NodeGetattrer)((*node)(nil))
+	_ = (fs.NodeSetattrer)((*node)(nil))
+	_ = (fs.NodeOpener)((*node)(nil))
+	_ = (fs.NodeCreater)((*node)(nil))
+	_ = (fs.NodeMkdirer)((*node)(nil))
+	_ = (fs.NodeMknoder)((*node)(nil))
+	_ = (fs.NodeSymlinker)((*node)(nil))
+	_ = (fs.NodeReadlinker)((*node)(nil))
+	_ = (fs.NodeLinker)((*node)(nil))
+	_ = (fs.NodeUnlinker)((*node)(nil))
+	_ = (fs.NodeRmdirer)((*node)(nil))
+	_ = (fs.NodeRenamer)((*node)(nil))
+	_ = (fs.NodeOpendirHandler)((*node)(nil))
+	_ = (fs.NodeStatfser)((*node)(nil))
+	_ = (fs.NodeGetxattrer)((*node)(nil))
+	_ = (fs.NodeSetxattrer)((*node)(nil))
+	_ = (fs.NodeRemovexattrer)((*node)(nil))
+	_ = (fs.NodeListxattrer)((*node)(nil))
+	_ = (fs.NodeFsyncer)((*node)(nil))
+	_ = (fs.NodeCopyFileRanger)((*node)(nil))
+)
+
+func procPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// live fails once the node's root has been revoked.
+func (n *node) live() error {
+	if n.inc.revoked.Load() {
+		return ErrRevoked
+	}
+	return nil
+}
+
+// mutable fails for a revoked root and for a read-only view.
+func (n *node) mutable() error {
+	if err := n.live(); err != nil {
+		return err
+	}
+	if n.v.opts.ReadOnly {
+		return syscall.EROFS
+	}
+	return nil
+}
+
+func (n *node) errno(op string, err error) syscall.Errno { return n.v.toErrno(op, err) }
+
+func retryEINTR(f func() error) error {
+	for {
+		err := f()
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
+	var fd int
+	err := retryEINTR(func() error {
+		var err error
+		fd, err = unix.Openat(dirfd, name, flags|unix.O_CLOEXEC, mode)
+		return err
+	})
+	return fd, err
+}
+
+// deniedFS lists kernel file systems the view refuses to descend into when a
+// root crosses into one (security battery D10): their magic links and
+// control files are not data.
+var deniedFS = map[int64]bool{
+	unix.PROC_SUPER_MAGIC:    true,
+	unix.SYSFS_MAGIC:         true,
+	unix.SECURITYFS_MAGIC:    true,
+	unix.DEBUGFS_MAGIC:       true,
+	unix.TRACEFS_MAGIC:       true,
+	unix.BPF_FS_MAGIC:        true,
+	unix.CGROUP_SUPER_MAGIC:  true,
+	unix.CGROUP2_SUPER_MAGIC: true,
+	unix.EFIVARFS_MAGIC:      true,
+	unix.PSTOREFS_MAGIC:      true,
+	unix.SELINUX_MAGIC:       true,
+	unix.SMACK_MAGIC:         true,
+	unix.NSFS_MAGIC:          true,
+	unix.DEVPTS_SUPER_MAGIC:  true,
+	unix.BINFMTFS_MAGIC:      true,
+	unix.HUGETLBFS_MAGIC:     true,
+	unix.ANON_INODE_FS_MAGIC: true,
+	unix.SOCKFS_MAGIC:        true,
+	unix.PIPEFS_MAGIC:        true,
+	unix.BDEVFS_MAGIC:        true,
+	unix.DAXFS_MAGIC:         true,
+	unix.AAFS_MAGIC:          true,
+}
+
+// adopt turns a freshly opened O_PATH descriptor of name (a child of n) into
+// the child's Inode, reusing the existing Inode when go-fuse already has this
+// host inode under that name. It takes ownership of fd.
+func (n *node) adopt(ctx context.Context, name string, fd int, st *syscall.Stat_t, out *fuse.EntryOut) (*fs.Inode, error) {
+	if st.Dev != n.dev && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+		var sfs unix.Statfs_t
+		if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
+			unix.Close(fd)
+			return nil, syscall.EACCES
+		}
+	}
+	out.Attr.FromStat(st)
+	if old := n.GetChild(name); old != nil {
+		if on, ok := old.Operations().(*node); ok && on.inc == n.inc && on.dev == st.Dev && on.ino == st.Ino && on.kind == st.Mode&syscall.S_IFMT {
+			unix.Close(fd)
+			return old, nil
+		}
+	}
+	ch := newNode(n.v, n.inc, fd, st)
+	return n.NewInode(ctx, ch, stableAttr(n.inc, st)), nil
+}
+
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, err := n.lookup(ctx, name, out)
+	return ch, n.errno("lookup", err)
+}
+
+func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, error) {
+	if err := n.live(); err != nil {
+		return nil, err
+	}
+	fd, err := openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return n.adopt(ctx, name, fd, &st, out)
+}
+
+// statFd fstats the handle's descriptor when there is one, else the node's.
+func (n *node) stat(f fs.FileHandle, st *syscall.Stat_t) error {
+	fd := n.fd
+	if fh, ok := f.(*fileHandle); ok && fh != nil {
+		fd = fh.fd
+	}
+	return syscall.Fstat(fd, st)
+}
+
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if err := n.live(); err != nil {
+		return n.errno("getattr", err)
+	}
+	var st syscall.Stat_t
+	if err := n.stat(f, &st); err != nil {
+		return n.errno("getattr", err)
+	}
+	out.FromStat(&st)
+	return 0
+}
+
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if err := n.setattr(f, in); err != nil {
+		return n.errno("setattr", err)
+	}
+	var st syscall.Stat_t
+	if err := n.stat(f, &st); err != nil {
+		return n.errno("setattr", err)
+	}
+	out.FromStat(&st)
+	return 0
+}
+
+func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
+	if err := n.mutable(); err != nil {
+		return err
+	}
+	fh, _ := f.(*fileHandle)
+	if mode, ok := in.GetMode(); ok {
+		if n.kind == syscall.S_IFLNK {
+			return syscall.EOPNOTSUPP
+		}
+		if err := syscall.Chmod(procPath(n.fd), mode); err != nil {
+			return err
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := unix.Fchownat(n.fd, "", u, g, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if size, ok := in.GetSize(); ok {
+		switch n.kind {
+		case syscall.S_IFDIR:
+			return syscall.EISDIR
+		case syscall.S_IFREG:
+		default:
+			return syscall.EINVAL
+		}
+		if fh != nil && fh.writable {
+			if err := syscall.Ftruncate(fh.fd, int64(size)); err != nil {
+				return err
+			}
+		} else {
+			wfd, err := openat(unix.AT_FDCWD, procPath(n.fd), unix.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			err = syscall.Ftruncate(wfd, int64(size))
+			unix.Close(wfd)
+			if err != nil {
+				return err
+			}
+		}
+		if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+			if err := killPriv(n.fd); err != nil {
+				return err
+			}
+		}
+	}
+	mtime, mok := in.GetMTime()
+	atime, aok := in.GetATime()
+	if mok || aok {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+		if aok {
+			ts[0] = timespec(atime)
+		}
+		if mok {
+			ts[1] = timespec(mtime)
+		}
+		if err := unix.UtimesNanoAt(n.fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func timespec(t time.Time) unix.Timespec { return unix.NsecToTimespec(t.UnixNano()) }
+
+// killPriv clears set-user-ID and set-group-ID (when group-executable) bits,
+// as the kernel would on write or truncation: with CAP_HANDLE_KILLPRIV_V2
+// that is the daemon's job. fd may be O_PATH.
+func killPriv(fd int) error {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return err
+	}
+	m := st.Mode
+	if m&syscall.S_ISUID == 0 && (m&syscall.S_ISGID == 0 || m&syscall.S_IXGRP == 0) {
+		return nil
+	}
+	clear := uint32(syscall.S_ISUID)
+	if m&syscall.S_IXGRP != 0 {
+		clear |= syscall.S_ISGID
+	}
+	return syscall.Chmod(procPath(fd), m&07777&^clear)
+}
+
+// openFlags are the open(2) flags the view passes on when it reopens a file.
+func openFlags(flags uint32) int {
+	return int(flags) &^ (syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOCTTY | syscall.O_NOFOLLOW | syscall.O_DIRECTORY)
+}
+
+func writes(flags uint32) bool {
+	return flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+}
+
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	fh, err := n.open(flags)
+	if err != nil {
+		return nil, 0, n.errno("open", err)
+	}
+	return fh, fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func (n *node) open(flags uint32) (*fileHandle, error) {
+	if err := n.live(); err != nil {
+		return nil, err
+	}
+	if writes(flags) && n.v.opts.ReadOnly {
+		return nil, syscall.EROFS
+	}
+	switch n.kind {
+	case syscall.S_IFREG:
+	case syscall.S_IFDIR:
+		return nil, syscall.EISDIR
+	case syscall.S_IFLNK:
+		return nil, syscall.ELOOP
+	default:
+		return nil, syscall.EACCES
+	}
+	// /proc/self/fd/N names the inode the O_PATH descriptor holds, wherever
+	// it has moved: no path is resolved on the host.
+	fd, err := openat(unix.AT_FDCWD, procPath(n.fd), openFlags(flags), 0)
+	if err != nil {
+		return nil, err
+	}
+	if flags&syscall.O_TRUNC != 0 {
+		killPriv(fd)
+	}
+	return n.newHandle(fd, flags), nil
+}
+
+// caller returns the uid and gid to give a new file, or ok=false when the
+// daemon cannot (or need not) chown.
+func (n *node) owner(ctx context.Context) (uid, gid int, ok bool) {
+	if n.v.euid != 0 {
+		return 0, 0, false
+	}
+	c, found := fuse.FromContext(ctx)
+	if !found {
+		return 0, 0, false
+	}
+	uid, gid = int(c.Uid), int(c.Gid)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(n.fd, &st); err == nil && st.Mode&syscall.S_ISGID != 0 {
+		gid = -1 // inherit the set-group-ID directory's group, as the kernel did
+	}
+	if uid == 0 && (gid == -1 || gid == 0) {
+		return 0, 0, false
+	}
+	return uid, gid, true
+}
+
+// settle gives a newly created inode (O_PATH or open fd) to the caller and
+// undoes the daemon's umask, so the mode is the one the caller asked for
+// (already masked by the caller's umask in the kernel).
+func (n *node) settle(ctx context.Context, fd int, mode uint32, kind uint32) error {
+	if uid, gid, ok := n.owner(ctx); ok {
+		if err := unix.Fchownat(fd, "", uid, gid, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
+	}
+	if kind == syscall.S_IFLNK {
+		return nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return err
+	}
+	want := mode & 07777
+	if kind == syscall.S_IFDIR {
+		want |= st.Mode & syscall.S_ISGID
+	}
+	if st.Mode&07777 != want {
+		return syscall.Chmod(procPath(fd), want)
+	}
+	return nil
+}
+
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ch, fh, err := n.create(ctx, name, flags, mode, out)
+	if err != nil {
+		return nil, nil, 0, n.errno("create", err)
+	}
+	return ch, fh, fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func (n *node) create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, *fileHandle, error) {
+	if err := n.mutable(); err != nil {
+		return nil, nil, err
+	}
+	of := openFlags(flags) | unix.O_NOFOLLOW
+	var fd int
+	var err error
+	created := false
+	for range 8 {
+		fd, err = openat(n.fd, name, of|unix.O_CREAT|unix.O_EXCL, mode&07777)
+		if err == nil {
+			created = true
+			break
+		}
+		if !errors.Is(err, syscall.EEXIST) || flags&syscall.O_EXCL != 0 {
+			return nil, nil, err
+		}
+		// It exists and the caller did not ask for O_EXCL: open it, and do
+		// not take it over.
+		fd, err = openat(n.fd, name, of, 0)
+		if !errors.Is(err, syscall.ENOENT) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if created {
+		if err := n.settle(ctx, fd, mode, syscall.S_IFREG); err != nil {
+			unix.Close(fd)
+			unix.Unlinkat(n.fd, name, 0)
+			return nil, nil, err
+		}
+	} else if flags&syscall.O_TRUNC != 0 {
+		killPriv(fd)
+	}
+	pfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_PATH, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil, nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(pfd, &st); err != nil {
+		unix.Close(fd)
+		unix.Close(pfd)
+		return nil, nil, err
+	}
+	out.Attr.FromStat(&st)
+	cn := newNode(n.v, n.inc, pfd, &st)
+	ch := n.NewInode(ctx, cn, stableAttr(n.inc, &st))
+	return ch, cn.newHandle(fd, flags), nil
+}
+
+// made finishes Mkdir, Mknod and Symlink: it opens what was just created
+// without following it, gives it to the caller and returns its Inode.
+func (n *node) made(ctx context.Context, name string, mode, kind uint32, out *fuse.EntryOut) (*fs.Inode, error) {
+	fd, err := openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if st.Mode&syscall.S_IFMT != kind {
+		unix.Close(fd)
+		return nil, syscall.EIO // replaced on the host in between; never touch it
+	}
+	if err := n.settle(ctx, fd, mode, kind); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := syscall.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return n.adopt(ctx, name, fd, &st, out)
+}
+
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, err := func() (*fs.Inode, error) {
+		if err := n.mutable(); err != nil {
+			return nil, err
+		}
+		if err := unix.Mkdirat(n.fd, name, mode&07777); err != nil {
+			return nil, err
+		}
+		ch, err := n.made(ctx, name, mode, syscall.S_IFDIR, out)
+		if err != nil {
+			unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR)
+		}
+		return ch, err
+	}()
+	return ch, n.errno("mkdir", err)
+}
+
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, err := func() (*fs.Inode, error) {
+		if err := n.mutable(); err != nil {
+			return nil, err
+		}
+		kind := mode & syscall.S_IFMT
+		switch kind {
+		case syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK:
+		default:
+			return nil, syscall.EPERM // no device nodes through the view
+		}
+		if err := unix.Mknodat(n.fd, name, mode, 0); err != nil {
+			return nil, err
+		}
+		ch, err := n.made(ctx, name, mode, kind, out)
+		if err != nil {
+			unix.Unlinkat(n.fd, name, 0)
+		}
+		return ch, err
+	}()
+	return ch, n.errno("mknod", err)
+}
+
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, err := func() (*fs.Inode, error) {
+		if err := n.mutable(); err != nil {
+			return nil, err
+		}
+		if err := unix.Symlinkat(target, n.fd, name); err != nil {
+			return nil, err
+		}
+		ch, err := n.made(ctx, name, 0o777, syscall.S_IFLNK, out)
+		if err != nil {
+			unix.Unlinkat(n.fd, name, 0)
+		}
+		return ch, err
+	}()
+	return ch, n.errno("symlink", err)
+}
+
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	if err := n.live(); err != nil {
+		return nil, n.errno("readlink", err)
+	}
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		k, err := unix.Readlinkat(n.fd, "", buf)
+		if err != nil {
+			return nil, n.errno("readlink", err)
+		}
+		if k < size {
+			return buf[:k], 0
+		}
+	}
+}
+
+// peer returns the node of other when it belongs to the same root
+// incarnation as n: links and renames never cross roots (EXDEV), so no inode
+// of one root becomes reachable from another and revocation cannot be
+// bypassed.
+func (n *node) peer(other fs.InodeEmbedder) (*node, error) {
+	switch o := other.(type) {
+	case *node:
+		if o.inc != n.inc {
+			return nil, syscall.EXDEV
+		}
+		return o, nil
+	case *rootDir:
+		return nil, syscall.EPERM
+	}
+	return nil, syscall.EXDEV
+}
+
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, err := func() (*fs.Inode, error) {
+		if err := n.mutable(); err != nil {
+			return nil, err
+		}
+		t, err := n.peer(target)
+		if err != nil {
+			return nil, err
+		}
+		err = unix.Linkat(t.fd, "", n.fd, name, unix.AT_EMPTY_PATH)
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EPERM) {
+			// No CAP_DAC_READ_SEARCH: go through the inode's magic link.
+			err = unix.Linkat(unix.AT_FDCWD, procPath(t.fd), n.fd, name, unix.AT_SYMLINK_FOLLOW)
+		}
+		if err != nil {
+			return nil, err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(t.fd, &st); err != nil {
+			return nil, err
+		}
+		out.Attr.FromStat(&st)
+		return t.EmbeddedInode(), nil
+	}()
+	return ch, n.errno("link", err)
+}
+
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	if err := n.mutable(); err != nil {
+		return n.errno("unlink", err)
+	}
+	return n.errno("unlink", unix.Unlinkat(n.fd, name, 0))
+}
+
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	if err := n.mutable(); err != nil {
+		return n.errno("rmdir", err)
+	}
+	return n.errno("rmdir", unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR))
+}
+
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	err := func() error {
+		if err := n.mutable(); err != nil {
+			return err
+		}
+		np, err := n.peer(newParent)
+		if err != nil {
+			return err
+		}
+		if flags&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE) != 0 {
+			return syscall.EINVAL // RENAME_WHITEOUT is for overlay file systems
+		}
+		return unix.Renameat2(n.fd, name, np.fd, newName, uint(flags))
+	}()
+	return n.errno("rename", err)
+}
+
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if err := n.live(); err != nil {
+		return nil, 0, n.errno("opendir", err)
+	}
+	fd, err := openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, 0, n.errno("opendir", err)
+	}
+	ds, errno := fs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		unix.Close(fd)
+		return nil, 0, errno
+	}
+	return &dirHandle{n: n, ds: ds}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	if err := n.live(); err != nil {
+		return n.errno("statfs", err)
+	}
+	var s syscall.Statfs_t
+	if err := syscall.Fstatfs(n.fd, &s); err != nil {
+		return n.errno("statfs", err)
+	}
+	out.FromStatfsT(&s)
+	return 0
+}
+
+// Extended attributes go through /proc/self/fd/N, which names the inode.
+// Symlinks have none that the view exposes (the magic link could not name
+// the symlink itself without following it).
+
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if err := n.live(); err != nil {
+		return 0, n.errno("getxattr", err)
+	}
+	if n.kind == syscall.S_IFLNK {
+		return 0, syscall.ENODATA
+	}
+	sz, err := unix.Getxattr(procPath(n.fd), attr, dest)
+	return uint32(max(sz, 0)), n.errno("getxattr", err)
+}
+
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	if err := n.live(); err != nil {
+		return 0, n.errno("listxattr", err)
+	}
+	if n.kind == syscall.S_IFLNK {
+		return 0, 0
+	}
+	sz, err := unix.Listxattr(procPath(n.fd), dest)
+	return uint32(max(sz, 0)), n.errno("listxattr", err)
+}
+
+// userXattr: only the "user." namespace may be changed through the view; a
+// root daemon setting security.capability or trusted.* for a sandboxed
+// caller would hand out privileges (security battery D23).
+func userXattr(attr string) error {
+	if len(attr) > 5 && attr[:5] == "user." {
+		return nil
+	}
+	return syscall.EPERM
+}
+
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	err := func() error {
+		if err := n.mutable(); err != nil {
+			return err
+		}
+		if err := userXattr(attr); err != nil {
+			return err
+		}
+		if n.kind == syscall.S_IFLNK {
+			return syscall.EPERM
+		}
+		return unix.Setxattr(procPath(n.fd), attr, data, int(flags))
+	}()
+	return n.errno("setxattr", err)
+}
+
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	err := func() error {
+		if err := n.mutable(); err != nil {
+			return err
+		}
+		if err := userXattr(attr); err != nil {
+			return err
+		}
+		if n.kind == syscall.S_IFLNK {
+			return syscall.EPERM
+		}
+		return unix.Removexattr(procPath(n.fd), attr)
+	}()
+	return n.errno("removexattr", err)
+}
+
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if fh, ok := f.(*fileHandle); ok && fh != nil {
+		return fh.Fsync(ctx, flags)
+	}
+	if err := n.live(); err != nil {
+		return n.errno("fsync", err)
+	}
+	return 0
+}
+
+func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint64, out *fs.Inode, fhOut fs.FileHandle, offOut uint64, length uint64, flags uint64) (uint32, syscall.Errno) {
+	in, ok1 := fhIn.(*fileHandle)
+	o, ok2 := fhOut.(*fileHandle)
+	if !ok1 || !ok2 {
+		return 0, syscall.EBADF
+	}
+	if err := in.n.live(); err != nil {
+		return 0, n.errno("copy_file_range", err)
+	}
+	if err := o.n.mutable(); err != nil {
+		return 0, n.errno("copy_file_range", err)
+	}
+	if err := killPriv(o.fd); err != nil {
+		return 0, n.errno("copy_file_range", err)
+	}
+	ri, ro := int64(offIn), int64(offOut)
+	k, err := unix.CopyFileRange(in.fd, &ri, o.fd, &ro, int(length), int(flags))
+	return uint32(max(k, 0)), n.errno("copy_file_range", err)
+}

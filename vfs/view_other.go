@@ -1,0 +1,31 @@
+//go:build !linux
+
+package vfs
+
+// View is the roots view; on this platform it can hold a table but not be
+// served (rootfs needs Linux).
+type View struct {
+	opts Options
+	t    *Table
+}
+
+// NewView returns a view serving an empty table.
+func NewView(opts Options) *View { return &View{opts: opts, t: EmptyTable()} }
+
+// Reserved returns the top-level names the view uses itself.
+func (v *View) Reserved() []string {
+	out := []string{".go-fuse-epoll-hack"}
+	for _, p := range v.opts.Placeholders {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// Table returns the current table.
+func (v *View) Table() *Table { return v.t }
+
+// Swap fails: rootfs needs Linux.
+func (v *View) Swap(t *Table) error { t.Close(); return errNotLinux }
+
+// Close closes the current table.
+func (v *View) Close() error { return v.t.Close() }
