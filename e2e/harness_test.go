@@ -450,6 +450,11 @@ func runTS(t *testing.T, argv []string, sc scenario) *transcript {
 		t.Fatalf("client.mjs: %s\nstderr:\n%s", tr.Fatal, tr.stderr)
 	}
 	t.Logf("%s: %d steps, %d roots/list answered by the client", filepath.Base(argv[0]), len(tr.Steps), tr.RootsListCalls)
+	if os.Getenv("E2E_DUMP") != "" { // debugging: the whole transcript
+		for _, s := range tr.Steps {
+			t.Logf("  %s", s)
+		}
+	}
 	return tr
 }
 
