@@ -1,0 +1,274 @@
+//go:build linux
+
+package vfs
+
+// The FUSE tests never access a mount from the process that serves it: the
+// test binary re-executes itself as a server (TestMain sees
+// ROOTFS_VFS_SERVE) and the test process is the client. The server reads
+// commands on stdin, one per line, and answers on stdout:
+//
+//	test process                         server (this binary, re-executed)
+//	  start ── env ROOTFS_VFS_SERVE=cfg ──▶ mount, print "ready"
+//	  "swap {roots json}" ───────────────▶ BuildTable + View.Swap, print "ok" (after Swap returned)
+//	  close stdin / SIGTERM ─────────────▶ unmount, exit 0
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
+)
+
+type serveConfig struct {
+	Mnt          string
+	Roots        []string
+	ReadOnly     bool
+	Passthrough  bool
+	Placeholders []Placeholder
+	CacheTimeout time.Duration
+	// Loopback, when set, serves these host paths with go-fuse's stock,
+	// path-based fs.LoopbackNode instead of the view: the negative control
+	// of the containment tests.
+	Loopback []string
+}
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv("ROOTFS_VFS_SERVE"); cfg != "" {
+		os.Exit(serveMain(cfg))
+	}
+	os.Exit(m.Run())
+}
+
+func rootsOf(paths []string) []Root {
+	var rs []Root
+	for _, p := range paths {
+		rs = append(rs, Root{URI: p})
+	}
+	return rs
+}
+
+func serveMain(cfgJSON string) int {
+	var cfg serveConfig
+	if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "serve: bad config:", err)
+		return 2
+	}
+	var root fs.InodeEmbedder
+	var opts *fs.Options
+	var v *View
+	if cfg.Loopback != nil {
+		root = &loopbackTop{paths: cfg.Loopback}
+		sec := time.Second
+		opts = &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec}
+	} else {
+		log, _ := zap.NewDevelopment()
+		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, Logger: log})
+		root = v.FUSERoot()
+		opts = v.MountOptions()
+	}
+	opts.AllowOther = true
+	opts.DirectMount = true
+	srv, err := fs.Mount(cfg.Mnt, root, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "serve: mount:", err)
+		return 1
+	}
+	if v != nil {
+		if err := v.Swap(BuildTable(rootsOf(cfg.Roots), TableOptions{Reserved: v.Reserved()})); err != nil {
+			fmt.Fprintln(os.Stderr, "serve: swap:", err)
+		}
+	}
+	fmt.Println("ready")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			cmd, arg, _ := strings.Cut(sc.Text(), " ")
+			switch cmd {
+			case "swap":
+				var paths []string
+				if err := json.Unmarshal([]byte(arg), &paths); err != nil {
+					fmt.Println("err", err)
+					continue
+				}
+				if err := v.Swap(BuildTable(rootsOf(paths), TableOptions{Reserved: v.Reserved()})); err != nil {
+					fmt.Println("err", err)
+					continue
+				}
+				fmt.Println("ok")
+			default:
+				fmt.Println("err unknown command")
+			}
+		}
+		close(done)
+	}()
+	select {
+	case <-sig:
+	case <-done:
+	}
+	if err := srv.Unmount(); err != nil {
+		unix.Unmount(cfg.Mnt, unix.MNT_DETACH)
+	}
+	return 0
+}
+
+// loopbackTop is the path-based comparison: one stock fs.LoopbackNode per
+// path, as go-fuse documents for non-root loopbacks (the study's prototype,
+// identity salted so nested roots do not share Inodes).
+type loopbackTop struct {
+	fs.Inode
+	paths []string
+}
+
+func (l *loopbackTop) OnAdd(ctx context.Context) {
+	for i, p := range l.paths {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			continue
+		}
+		rd := &fs.LoopbackRoot{Path: p, Dev: uint64(st.Dev) ^ uint64(i+1)}
+		ln := &fs.LoopbackNode{RootData: rd}
+		rd.RootNode = ln
+		ch := l.NewPersistentInode(ctx, ln, fs.StableAttr{Mode: fuse.S_IFDIR, Ino: st.Ino ^ uint64(i+1)<<40})
+		l.AddChild(filepath.Base(p), ch, true)
+	}
+}
+
+// server is a running serve subprocess.
+type server struct {
+	t     testing.TB
+	Mnt   string
+	cmd   *exec.Cmd
+	in    *os.File
+	out   *bufio.Scanner
+	errLn *lockedWriter
+}
+
+// serve mounts a view (or the loopback control) in a subprocess and returns
+// once it is ready. The mount is removed in t.Cleanup.
+func serve(t testing.TB, cfg serveConfig) *server {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	if cfg.Mnt == "" {
+		cfg.Mnt = filepath.Join(t.TempDir(), "mnt")
+		if err := os.Mkdir(cfg.Mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ROOTFS_VFS_SERVE="+string(data))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedWriter{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, Mnt: cfg.Mnt, cmd: cmd, out: bufio.NewScanner(stdout), errLn: stderr}
+	s.in = stdin.(*os.File)
+	t.Cleanup(s.stop)
+	if !s.out.Scan() || s.out.Text() != "ready" {
+		s.stop()
+		t.Fatalf("server did not start: %q\n%s", s.out.Text(), stderr.String())
+	}
+	return s
+}
+
+// lockedWriter collects the server's log; ROOTFS_VFS_VERBOSE=1 also copies
+// it to the test's stderr.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	if os.Getenv("ROOTFS_VFS_VERBOSE") != "" {
+		os.Stderr.Write(p)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// swap asks the server to swap to these roots and returns after the
+// server's Swap has returned.
+func (s *server) swap(paths ...string) {
+	s.t.Helper()
+	data, _ := json.Marshal(paths)
+	if _, err := fmt.Fprintf(s.in, "swap %s\n", data); err != nil {
+		s.t.Fatal(err)
+	}
+	if !s.out.Scan() {
+		s.t.Fatal("server gone")
+	}
+	if s.out.Text() != "ok" {
+		s.t.Fatalf("swap: %s", s.out.Text())
+	}
+}
+
+func (s *server) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	s.in.Close()
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-done
+	}
+	if mounted(s.Mnt) {
+		unix.Unmount(s.Mnt, unix.MNT_DETACH)
+		s.t.Errorf("server left %s mounted", s.Mnt)
+	}
+}
+
+// mounted reports whether p is a mount point (per /proc/self/mountinfo).
+func mounted(p string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 4 && f[4] == p {
+			return true
+		}
+	}
+	return false
+}
