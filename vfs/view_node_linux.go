@@ -754,3 +754,41 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	k, err := unix.CopyFileRange(in.fd, &ri, o.fd, &ro, int(length), int(flags))
 	return uint32(max(k, 0)), n.errno("copy_file_range", err)
 }
+
+var _ = (fs.NodeTmpfiler)((*node)(nil))
+
+// Tmpfile makes an unnamed file in n (O_TMPFILE); linking it anywhere but
+// this root is EXDEV like any other link.
+func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ch, fh, err := func() (*fs.Inode, *fileHandle, error) {
+		if err := n.mutable(); err != nil {
+			return nil, nil, err
+		}
+		fd, err := openat(n.fd, ".", openFlags(flags)|unix.O_TMPFILE, mode&07777)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := n.settle(ctx, fd, mode, syscall.S_IFREG); err != nil {
+			unix.Close(fd)
+			return nil, nil, err
+		}
+		pfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_PATH, 0)
+		if err != nil {
+			unix.Close(fd)
+			return nil, nil, err
+		}
+		var st syscall.Stat_t
+		if err := syscall.Fstat(pfd, &st); err != nil {
+			unix.Close(fd)
+			unix.Close(pfd)
+			return nil, nil, err
+		}
+		out.Attr.FromStat(&st)
+		cn := newNode(n.v, n.inc, pfd, &st)
+		return n.NewInode(ctx, cn, stableAttr(n.inc, &st)), cn.newHandle(fd, flags), nil
+	}()
+	if err != nil {
+		return nil, nil, 0, n.errno("tmpfile", err)
+	}
+	return ch, fh, fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE, 0
+}
