@@ -158,6 +158,7 @@ func (v *View) MountOptions() *fs.Options {
 			Options:           []string{"default_permissions"},
 		},
 	}
+	o.MountOptions.Logger = o.Logger
 	if v.opts.Passthrough {
 		o.MaxStackDepth = 2 // roots may live on overlayfs
 	} else {

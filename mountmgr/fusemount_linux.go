@@ -1,0 +1,210 @@
+//go:build linux
+
+package mountmgr
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/vfs"
+)
+
+// ErrBadMountpoint wraps every refusal of a mount point.
+var ErrBadMountpoint = errors.New("bad mount point")
+
+// FUSEOptions configure MountView. The zero value mounts for the calling
+// user only.
+type FUSEOptions struct {
+	// AllowOther lets users other than the daemon's use the mount (the
+	// kernel still checks mode bits: the view mounts with
+	// default_permissions).
+	AllowOther bool
+	// Debug logs every FUSE request (slow).
+	Debug bool
+	// Logger receives lifecycle messages; nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// FUSEMount is a mounted view. Unmount it exactly once (further calls return
+// the first result).
+type FUSEMount struct {
+	dir   string
+	srv   *fuse.Server
+	log   *zap.Logger
+	chain []ident // the mount point and its ancestors, identified before mounting
+
+	unmountOnce sync.Once
+	unmountErr  error
+}
+
+type ident struct{ dev, ino uint64 }
+
+// ancestry returns the identities of dir and of every directory above it,
+// walking ".." through descriptors (no path string decides).
+func ancestry(dir string) ([]ident, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	var chain []ident
+	for depth := 0; depth < 4096; depth++ {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+		id := ident{st.Dev, st.Ino}
+		if len(chain) > 0 && chain[len(chain)-1] == id {
+			unix.Close(fd)
+			return chain, nil // "/" is its own parent
+		}
+		chain = append(chain, id)
+		up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return nil, err
+		}
+		fd = up
+	}
+	unix.Close(fd)
+	return nil, errors.New("directory tree deeper than 4096 levels")
+}
+
+func overlap(dir string, chain []ident, t *vfs.Table) error {
+	for _, e := range t.Entries() {
+		dev, ino := e.Ident()
+		for i, id := range chain {
+			if id.dev == dev && id.ino == ino {
+				if i == 0 {
+					return fmt.Errorf("%w: %s is root %q itself; mount the view somewhere outside its roots", ErrBadMountpoint, dir, e.HostPath)
+				}
+				return fmt.Errorf("%w: %s is inside root %q, which would make the view serve itself and hang; mount it outside its roots", ErrBadMountpoint, dir, e.HostPath)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckMountpoint refuses a mount point that does not exist, is not a
+// directory, or is at or inside one of t's roots (the view would then
+// look itself up and deadlock). A stale FUSE mount left by a dead daemon
+// (ENOTCONN) is detached first.
+func CheckMountpoint(dir string, t *vfs.Table, log *zap.Logger) error {
+	_, err := checkMountpoint(dir, t, log)
+	return err
+}
+
+func checkMountpoint(dir string, t *vfs.Table, log *zap.Logger) ([]ident, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if dir == "" {
+		return nil, fmt.Errorf("%w: no mount point given", ErrBadMountpoint)
+	}
+	var st unix.Stat_t
+	err := unix.Stat(dir, &st)
+	if errors.Is(err, syscall.ENOTCONN) {
+		log.Warn("detaching a stale fuse mount", zap.String("mountpoint", dir))
+		if uerr := unix.Unmount(dir, unix.MNT_DETACH); uerr != nil {
+			return nil, fmt.Errorf("%w: %s is a dead FUSE mount and could not be detached (%v); run: fusermount3 -uz %s", ErrBadMountpoint, dir, uerr, dir)
+		}
+		err = unix.Stat(dir, &st)
+	}
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return nil, fmt.Errorf("%w: %s does not exist; create it with: mkdir -p %s", ErrBadMountpoint, dir, dir)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return nil, fmt.Errorf("%w: %s is not a directory", ErrBadMountpoint, dir)
+	}
+	chain, err := ancestry(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
+	}
+	if err := overlap(dir, chain, t); err != nil {
+		return nil, err
+	}
+	return chain, nil
+}
+
+// MountView checks dir against the view's current table, mounts v there and
+// returns once the kernel has answered INIT (go-fuse WaitMount), so the
+// mount is usable. The server runs until Unmount.
+func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
+	}
+	chain, err := checkMountpoint(abs, v.Table(), log)
+	if err != nil {
+		return nil, err
+	}
+	o := v.MountOptions()
+	o.AllowOther = opts.AllowOther
+	o.Debug = opts.Debug
+	o.DirectMount = os.Geteuid() == 0 // falls back to fusermount3
+	srv, err := fs.Mount(abs, v.FUSERoot(), o)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", abs, err)
+	}
+	m := &FUSEMount{dir: abs, srv: srv, log: log, chain: chain}
+	if srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		log.Debug("fuse passthrough not available; file i/o is served by the daemon", zap.String("mountpoint", abs))
+	}
+	log.Debug("mounted", zap.String("mountpoint", abs))
+	return m, nil
+}
+
+// Dir is the absolute mount point.
+func (m *FUSEMount) Dir() string { return m.dir }
+
+// Server is the go-fuse server, for callers that need its statistics.
+func (m *FUSEMount) Server() *fuse.Server { return m.srv }
+
+// CheckTable refuses a table that has a root at or above the mount point;
+// swapping it in would deadlock. It uses identities recorded before
+// mounting, so it never touches the mount.
+func (m *FUSEMount) CheckTable(t *vfs.Table) error { return overlap(m.dir, m.chain, t) }
+
+// Wait blocks until the server stops serving (after Unmount, or after an
+// external unmount once the last open file is closed).
+func (m *FUSEMount) Wait() { m.srv.Wait() }
+
+// Unmount unmounts once; later calls return the first result. A mount that
+// someone else already removed is not an error. When the mount is busy
+// (open files, a cwd inside), it is detached lazily (MNT_DETACH): it
+// disappears from the namespace now and the server stops when the last
+// user is gone.
+func (m *FUSEMount) Unmount() error {
+	m.unmountOnce.Do(func() {
+		err := m.srv.Unmount()
+		if err == nil {
+			m.log.Debug("unmounted", zap.String("mountpoint", m.dir))
+			return
+		}
+		derr := unix.Unmount(m.dir, unix.MNT_DETACH)
+		switch {
+		case derr == nil:
+			m.log.Info("mount busy; detached it lazily", zap.String("mountpoint", m.dir), zap.Error(err))
+		case errors.Is(derr, syscall.EINVAL) || errors.Is(derr, syscall.ENOENT):
+			// Not mounted any more: someone unmounted it already.
+		default:
+			m.unmountErr = fmt.Errorf("unmount %s: %v (detach: %v); run: fusermount3 -uz %s", m.dir, err, derr, m.dir)
+		}
+	})
+	return m.unmountErr
+}
