@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/vfs"
+)
+
+// MountOptions are the flags of "rootfs mount" beyond the roots.
+type MountOptions struct {
+	AllowOther   bool
+	Passthrough  bool
+	CacheTimeout time.Duration
+}
+
+// AddFlags registers the flags on f.
+func (o *MountOptions) AddFlags(f *pflag.FlagSet) {
+	f.BoolVar(&o.AllowOther, "allow-other", false, "let other users use the mount (the kernel still checks file permissions)")
+	f.BoolVar(&o.Passthrough, "passthrough", false, "let the kernel do file I/O directly (faster; files opened before a root is removed keep working until closed)")
+	f.DurationVar(&o.CacheTimeout, "cache-timeout", vfs.DefaultCacheTimeout, "how long the kernel may cache names and attributes; host-side changes show up within it (0s: no caching)")
+}
+
+// runMount is "rootfs mount": mount the view of the given roots at
+// MOUNTPOINT, serve in the foreground, re-read the roots on SIGHUP, unmount
+// and return nil on SIGINT or SIGTERM. A nil log is built from --log-level.
+func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Logger) error {
+	f := pflag.NewFlagSet("mount", pflag.ContinueOnError)
+	var ro RootsOptions
+	var mo MountOptions
+	ro.AddFlags(f)
+	mo.AddFlags(f)
+	if err := parseFlags(f, args, mountUsage, stderr); err != nil {
+		return err
+	}
+	if f.NArg() != 1 {
+		return fmt.Errorf("%w: give exactly one MOUNTPOINT (got %d arguments)", ErrUsage, f.NArg())
+	}
+	dir := f.Arg(0)
+	if log == nil {
+		l, err := newLogger(ro.LogLevel, stderr)
+		if err != nil {
+			return err
+		}
+		log = l
+	}
+	if len(ro.Roots) == 0 && ro.RootsFile == "" {
+		return fmt.Errorf("%w: no roots; give --root PATH or --roots-file FILE", ErrUsage)
+	}
+	roots, err := ro.StaticRoots()
+	if err != nil {
+		return err
+	}
+	cache := mo.CacheTimeout
+	if cache == 0 {
+		cache = -1 // the flag's 0s means no caching; vfs reads zero as the default
+	}
+	v := vfs.NewView(vfs.Options{ReadOnly: ro.ReadOnly, Logger: log, Passthrough: mo.Passthrough, CacheTimeout: cache})
+	defer v.Close()
+	t := vfs.BuildTable(roots, vfs.TableOptions{Reserved: v.Reserved()})
+	if err := mountmgr.CheckMountpoint(dir, t, log); err != nil {
+		t.Close()
+		return err
+	}
+	if err := v.Swap(t); err != nil {
+		return err
+	}
+
+	// Signals are caught before mounting, so none is lost once we say
+	// "mounted".
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	m, err := mountmgr.MountView(v, dir, mountmgr.FUSEOptions{AllowOther: mo.AllowOther, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer m.Unmount()
+	report(stderr, "rootfs: mounted "+m.Dir(), t)
+
+	served := make(chan struct{})
+	go func() { m.Wait(); close(served) }()
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("unmounting", zap.String("mountpoint", m.Dir()))
+			return m.Unmount()
+		case <-served:
+			return fmt.Errorf("%s was unmounted from outside; stopping", m.Dir())
+		case <-hup:
+			reload(&ro, v, m, stderr, log)
+		}
+	}
+}
+
+// reload re-reads the roots and swaps them in; on any problem the current
+// view stays and the reason is logged.
+func reload(ro *RootsOptions, v *vfs.View, m *mountmgr.FUSEMount, stderr io.Writer, log *zap.Logger) {
+	if ro.RootsFile == "" {
+		log.Info("sighup: no --roots-file to re-read; keeping the current view")
+		return
+	}
+	roots, err := ro.StaticRoots()
+	if err != nil {
+		log.Error("sighup: keeping the current view", zap.Error(err))
+		return
+	}
+	t := vfs.BuildTable(roots, vfs.TableOptions{Reserved: v.Reserved()})
+	if err := m.CheckTable(t); err != nil {
+		t.Close()
+		log.Error("sighup: keeping the current view", zap.Error(err))
+		return
+	}
+	if err := v.Swap(t); err != nil {
+		log.Error("sighup: swap", zap.Error(err))
+		return
+	}
+	report(stderr, "rootfs: roots re-read from "+ro.RootsFile, t)
+}
+
+// report prints a heading, what the table holds and what it left out, one
+// line each, in one write.
+func report(w io.Writer, heading string, t *vfs.Table) {
+	var b strings.Builder
+	b.WriteString(heading + "\n")
+	for _, e := range t.Entries() {
+		fmt.Fprintf(&b, "  %s -> %s\n", e.Name, e.HostPath)
+	}
+	if len(t.Entries()) == 0 {
+		b.WriteString("  (no roots)\n")
+	}
+	for _, s := range t.Skipped() {
+		fmt.Fprintf(&b, "  left out %s: %v\n", s.Root.URI, s.Reason)
+	}
+	io.WriteString(w, b.String())
+}

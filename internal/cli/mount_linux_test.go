@@ -1,0 +1,253 @@
+//go:build linux
+
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
+)
+
+// TestMountHelperProcess is not a test: it is "rootfs mount" when the test
+// binary is re-executed by startMount (ROOTFS_MOUNT_HELPER=1), so the mount
+// is served by a process of its own and accessed by the test.
+func TestMountHelperProcess(t *testing.T) {
+	if os.Getenv("ROOTFS_MOUNT_HELPER") != "1" {
+		t.Skip("helper process for the mount tests")
+	}
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	err := runMount(context.Background(), args, os.Stderr, nil)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rootfs mount: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type mountProc struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{}
+	done  chan struct{}
+}
+
+func startMount(t *testing.T, args ...string) *mountProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestMountHelperProcess$", "--"}, args...)...)
+	cmd.Env = append(os.Environ(), "ROOTFS_MOUNT_HELPER=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &mountProc{cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.more <- struct{}{}:
+			default:
+			}
+		}
+		cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+			}
+		}
+	})
+	return p
+}
+
+func (p *mountProc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// waitFor waits until the process has printed a line containing s (or has
+// exited), and reports whether it did.
+func (p *mountProc) waitFor(s string) bool {
+	deadline := time.After(20 * time.Second)
+	for {
+		if strings.Contains(p.output(), s) {
+			return true
+		}
+		select {
+		case <-p.more:
+		case <-p.done:
+			return strings.Contains(p.output(), s)
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+func mountedAt(p string) bool {
+	data, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[4] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func writeRoots(t *testing.T, file string, body string) {
+	t.Helper()
+	if err := os.WriteFile(file+".tmp", []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".tmp", file); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("list %s: %v", dir, err)
+	}
+	var ns []string
+	for _, e := range es {
+		ns = append(ns, e.Name())
+	}
+	return ns
+}
+
+func TestMountCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	top := t.TempDir()
+	for _, d := range []string{"a", "b", "c", "mnt"} {
+		os.Mkdir(filepath.Join(top, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(top, "a", "f"), []byte("A"), 0o644)
+	mnt := filepath.Join(top, "mnt")
+	rootsFile := filepath.Join(top, "roots.json")
+	writeRoots(t, rootsFile, fmt.Sprintf(`{"roots":[{"uri":"file://%s/a","name":"A"},{"uri":"file://%s/missing"}]}`, top, top))
+
+	p := startMount(t, "--roots-file", rootsFile, "--root", filepath.Join(top, "b"), mnt)
+	if !p.waitFor("rootfs: mounted") {
+		t.Fatalf("not mounted:\n%s", p.output())
+	}
+	for _, want := range []string{"a -> " + filepath.Join(top, "a"), "b -> " + filepath.Join(top, "b"), "left out file://" + top + "/missing"} {
+		if !p.waitFor(want) {
+			t.Errorf("report lacks %q:\n%s", want, p.output())
+		}
+	}
+	if got := listing(t, mnt); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("listing %q", got)
+	}
+	if data, err := os.ReadFile(filepath.Join(mnt, "a", "f")); err != nil || string(data) != "A" {
+		t.Errorf("a/f = %q, %v", data, err)
+	}
+
+	// SIGHUP re-reads the file and swaps.
+	writeRoots(t, rootsFile, fmt.Sprintf(`{"roots":[{"uri":"file://%s/c"}]}`, top))
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if !p.waitFor("roots re-read") {
+		t.Fatalf("no swap after SIGHUP:\n%s", p.output())
+	}
+	if got := listing(t, mnt); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("after SIGHUP: listing %q, want [b c]", got)
+	}
+
+	// A bad file keeps the old view and says why.
+	writeRoots(t, rootsFile, `{"roots": [`)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if !p.waitFor("keeping the current view") {
+		t.Fatalf("bad file not reported:\n%s", p.output())
+	}
+	if !strings.Contains(p.output(), "not valid roots JSON") {
+		t.Errorf("the log does not say what was wrong:\n%s", p.output())
+	}
+	if got := listing(t, mnt); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("after a bad file: listing %q, want [b c]", got)
+	}
+
+	// SIGTERM unmounts and exits 0.
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("still running after SIGTERM")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit status %d after SIGTERM:\n%s", code, p.output())
+	}
+	if mountedAt(mnt) {
+		t.Errorf("%s still mounted after exit", mnt)
+	}
+}
+
+func TestMountCommandErrors(t *testing.T) {
+	testutil.RequireRoot(t)
+	top := t.TempDir()
+	os.MkdirAll(filepath.Join(top, "r", "inner"), 0o755)
+	os.WriteFile(filepath.Join(top, "file"), nil, 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"inside a root", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "r", "inner")}, "is inside root"},
+		{"missing mount point", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "nope")}, "does not exist"},
+		{"not a directory", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "file")}, "not a directory"},
+		{"no roots", []string{filepath.Join(top, "r")}, "no roots"},
+		{"two mount points", []string{"--root", "/x", "a", "b"}, "exactly one MOUNTPOINT"},
+		{"unreadable roots file", []string{"--roots-file", filepath.Join(top, "none.json"), filepath.Join(top, "r")}, "--roots-file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startMount(t, tt.args...)
+			<-p.done
+			out := p.output()
+			if p.cmd.ProcessState.ExitCode() == 0 {
+				t.Fatalf("exit 0, want failure:\n%s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			var errLines []string
+			for _, l := range lines {
+				if strings.HasPrefix(l, "rootfs mount:") {
+					errLines = append(errLines, l)
+				}
+			}
+			if len(errLines) != 1 || !strings.Contains(errLines[0], tt.want) {
+				t.Errorf("want one error line containing %q, got:\n%s", tt.want, out)
+			}
+		})
+	}
+}
