@@ -121,7 +121,7 @@ func TestFaultRootsNeverAnswered(t *testing.T) {
 	expect(t, kindContain, "the unanswered root is not readable", err == nil && !strings.Contains(text, "content of"), "%q err=%v", text, err)
 
 	logged := regexp.MustCompile(`(?i)roots.*(time|answer|respond|wait)|(time|answer|respond|wait).*roots`)
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !logged.MatchString(p.stderr.String()) && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -254,7 +254,7 @@ func TestFaultBanner(t *testing.T) {
 		}
 		text, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, "file:///proj-alpha") })
 		expect(t, kindWorks, "banner: the session works", err == nil, "%q %v\nstderr:\n%s", text, err, stderr)
-		expect(t, kindWorks, "banner: the dropped line is logged", strings.Contains(stderr.String(), "Server started on stdio") ||
-			strings.Contains(strings.ToLower(stderr.String()), "non-json"), "stderr:\n%s", stderr)
+		dropped := regexp.MustCompile(`(?i)Server started on stdio|non-json|not json|not a json|banner|dropp`)
+		expect(t, kindWorks, "banner: the dropped line is logged", dropped.MatchString(stderr.String()), "stderr:\n%s", stderr)
 	})
 }

@@ -46,6 +46,14 @@ func TestMain(m *testing.M) {
 	_ = os.Chmod(binDir, 0o755)
 	code := m.Run()
 	printTally(os.Stdout)
+	// go test shows a passing package's output only with -v; CI can ask for
+	// the tally in a file instead.
+	if p := os.Getenv("ROOTFS_E2E_TALLY"); p != "" {
+		if f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+			printTally(f)
+			f.Close()
+		}
+	}
 	os.RemoveAll(binDir)
 	os.Exit(code)
 }
@@ -117,12 +125,17 @@ var (
 	naiveErr  error
 )
 
-// buildRootfs builds ./cmd/rootfs once and returns the binary. It skips only
-// when cmd/rootfs has no main package yet; a build error fails the test.
+// buildRootfs builds ./cmd/rootfs once and returns the binary (or returns
+// $ROOTFS_E2E_BIN, to run the suite against an installed rootfs). It skips
+// only when cmd/rootfs has no main package yet; a build error fails the test.
 // It also requires FUSE, which every "rootfs run" needs.
 func buildRootfs(t *testing.T) string {
 	t.Helper()
 	rootfsOnce.Do(func() {
+		if bin := os.Getenv("ROOTFS_E2E_BIN"); bin != "" { // an installed or stand-in binary
+			rootfsBin, rootfsErr = filepath.Abs(bin)
+			return
+		}
 		out, err := goCmd("list", "-f", "{{.Name}}", "./cmd/rootfs").CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "main" {
 			rootfsSkip = "cmd/rootfs not built yet (no main package: " + strings.TrimSpace(string(out)) + ")"
