@@ -624,6 +624,34 @@ func (p *rawPeer) send(v any) {
 	_, _ = p.stdin.Write(append(b, '\n'))
 }
 
+// sendLine writes one raw line (no validation) to the process.
+func (p *rawPeer) sendLine(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, _ = io.WriteString(p.stdin, line+"\n")
+}
+
+// responses collects up to n responses (messages with an id and no method)
+// for at most timeout.
+func (p *rawPeer) responses(n int, timeout time.Duration) []map[string]json.RawMessage {
+	var out []map[string]json.RawMessage
+	deadline := time.After(timeout)
+	for len(out) < n {
+		select {
+		case m, ok := <-p.msgs:
+			if !ok {
+				return out
+			}
+			if m["id"] != nil && m["method"] == nil {
+				out = append(out, m)
+			}
+		case <-deadline:
+			return out
+		}
+	}
+	return out
+}
+
 // request sends method and waits for its response; other messages are dropped.
 func (p *rawPeer) request(method string, params any, timeout time.Duration) (map[string]json.RawMessage, error) {
 	p.mu.Lock()

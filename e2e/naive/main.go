@@ -17,6 +17,7 @@
 //	stats                       counters: roots/list_changed notifications received
 //	crash {code}                exits with code in the middle of the request
 //	flood_stderr {bytes}        writes that many bytes to stderr, then answers
+//	stdout {lines}              writes raw lines to stdout (forged or broken messages)
 //
 // Flags (for the fault cases):
 //
@@ -61,6 +62,10 @@ type crashArgs struct {
 
 type floodArgs struct {
 	Bytes int `json:"bytes"`
+}
+
+type linesArgs struct {
+	Lines []string `json:"lines"`
 }
 
 type empty struct{}
@@ -173,6 +178,17 @@ func main() {
 				return nil, nil, err
 			}
 			return text(fmt.Sprintf("wrote %d bytes to stderr", a.Bytes)), nil, nil
+		})
+
+	mcp.AddTool(s, &mcp.Tool{Name: "stdout", Description: "write raw lines to stdout"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a linesArgs) (*mcp.CallToolResult, any, error) {
+			// One write per line, so the SDK's own lines are not torn.
+			for _, l := range a.Lines {
+				if _, err := os.Stdout.Write([]byte(l + "\n")); err != nil {
+					return nil, nil, err
+				}
+			}
+			return text(fmt.Sprintf("wrote %d lines", len(a.Lines))), nil, nil
 		})
 
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
