@@ -35,6 +35,7 @@ func TestProtocolIDsExact(t *testing.T) {
 	}
 	t.Run("direct", func(t *testing.T) {
 		sent, got, _ := run(t, []string{naive})
+		t.Logf("go-sdk server alone: sent ids %v, got back %v", sent, got)
 		expect(t, kindControl, "go-sdk server alone mangles ids", strings.Join(sent, " ") != strings.Join(got, " "),
 			"sent %v, got back %v", sent, got)
 	})
