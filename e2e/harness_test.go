@@ -256,8 +256,11 @@ func newFixture(t *testing.T, rootNames ...string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
+	// t.TempDir's parent is 0700; a sandboxed server may run as another uid.
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := &fixture{base: base, token: "secret-" + randHex(8), roots: map[string]string{}}
 	f.outDir = filepath.Join(base, "outside")
