@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/rootfs-dev/rootfs/vfs"
+)
+
+// RootsOptions are the static-roots flags shared by "run" and "mount".
+type RootsOptions struct {
+	Roots     []string // --root, each a path or file:// URI
+	RootsFile string   // --roots-file, JSON in the shape of MCP's ListRootsResult
+	ReadOnly  bool
+	LogLevel  string
+}
+
+// AddFlags registers the flags on f.
+func (o *RootsOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringArrayVar(&o.Roots, "root", nil, "a root: a directory or file `PATH`, or a file:// URI (repeatable)")
+	f.StringVar(&o.RootsFile, "roots-file", "", "read roots from `FILE`, JSON like {\"roots\":[{\"uri\":\"file:///src\",\"name\":\"src\"}]}")
+	f.BoolVar(&o.ReadOnly, "read-only", false, "refuse every change through the view (EROFS)")
+	f.StringVar(&o.LogLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
+}
+
+// StaticRoots returns the roots given by --root and --roots-file, in that order.
+func (o *RootsOptions) StaticRoots() ([]vfs.Root, error) {
+	var roots []vfs.Root
+	for _, r := range o.Roots {
+		roots = append(roots, vfs.Root{URI: r})
+	}
+	if o.RootsFile != "" {
+		fr, err := ReadRootsFile(o.RootsFile)
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, fr...)
+	}
+	return roots, nil
+}
+
+// ReadRootsFile reads a JSON file shaped like MCP's ListRootsResult.
+func ReadRootsFile(name string) ([]vfs.Root, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("--roots-file: %w", err)
+	}
+	return ParseRootsJSON(data, name)
+}
+
+// ParseRootsJSON decodes {"roots":[{"uri":...,"name":...,"_meta":{...}}]}.
+func ParseRootsJSON(data []byte, source string) ([]vfs.Root, error) {
+	var doc struct {
+		Roots []struct {
+			URI  *string         `json:"uri"`
+			Name string          `json:"name"`
+			Meta json.RawMessage `json:"_meta"`
+		} `json:"roots"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: not valid roots JSON (%v); expected {\"roots\":[{\"uri\":\"file:///path\"}]}", source, err)
+	}
+	if doc.Roots == nil {
+		return nil, fmt.Errorf("%s: no \"roots\" array; expected {\"roots\":[{\"uri\":\"file:///path\"}]}", source)
+	}
+	out := make([]vfs.Root, 0, len(doc.Roots))
+	for i, r := range doc.Roots {
+		if r.URI == nil {
+			return nil, fmt.Errorf("%s: roots[%d] has no \"uri\"", source, i)
+		}
+		out = append(out, vfs.Root{URI: *r.URI, Name: r.Name, Meta: r.Meta})
+	}
+	return out, nil
+}
+
+// parseFlags parses args with f, printing usage for --help.
+func parseFlags(f *pflag.FlagSet, args []string, usage string, stderr io.Writer) error {
+	f.SetOutput(io.Discard)
+	f.Usage = func() {}
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprint(stderr, usage)
+			f.SetOutput(stderr)
+			f.PrintDefaults()
+			return errHelp
+		}
+		return fmt.Errorf("%w: %v (see --help)", ErrUsage, err)
+	}
+	return nil
+}

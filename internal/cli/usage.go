@@ -1,0 +1,61 @@
+package cli
+
+const runUsage = `rootfs run: wrap a stdio MCP server in a sandbox whose / is its roots
+
+Synopsis:
+  rootfs run [flags] -- COMMAND [ARG...]
+
+rootfs speaks MCP to the client on its own stdin/stdout, asks the client for
+its roots (roots/list), and starts COMMAND in private namespaces whose / is a
+FUSE view holding exactly those roots, plus read-only runtime directories
+(/usr, /bin, /lib*, a short list from /etc), a minimal /dev, a fresh /proc and
+a private /tmp. COMMAND runs with no capabilities, no_new_privs and a seccomp
+filter. When the client's roots change, the view changes in one step while
+COMMAND keeps running, and COMMAND's own roots/list is answered with URIs
+inside the view (file:///<entry>). Static roots (--root, --roots-file) are in
+the view before COMMAND starts; client roots arrive after initialize.
+
+Examples:
+  rootfs run -- npx -y @modelcontextprotocol/server-filesystem
+  rootfs run --root ~/src/app --read-only -- /usr/bin/node server.js /app
+  rootfs run --allow ~/src --ro-bind ~/.npm -- node ./dist/index.js
+
+Exit status:
+  the server's own status; 125 when rootfs itself fails (one line on stderr
+  says why), 126 when COMMAND cannot be executed, 127 when it is not found,
+  128+N when the server was killed by signal N.
+
+Flags:
+`
+
+const mountUsage = `rootfs mount: mount the roots view for a person to inspect
+
+Synopsis:
+  rootfs mount [--root PATH|URI]... [--roots-file FILE] [--read-only] MOUNTPOINT
+
+The view's top-level entries are exactly the roots; below each is the host
+tree, contained so that no symlink or rename leads out of it. rootfs prints
+what it mounted, serves in the foreground, re-reads --roots-file on SIGHUP
+(a bad file keeps the old view), and unmounts on SIGINT or SIGTERM.
+
+Example:
+  mkdir -p /tmp/view && rootfs mount --root ~/src/app --root ~/notes.md /tmp/view
+
+Exit status:
+  0 after a clean unmount, 1 on error (one line on stderr says why), 2 on a
+  usage error.
+
+Flags:
+`
+
+const doctorUsage = `rootfs doctor: check this machine for what rootfs needs
+
+Synopsis:
+  rootfs doctor
+
+Checks the kernel version, /dev/fuse, fusermount3, namespaces (user, mount,
+pid), seccomp and privileges, and prints for each missing piece exactly what to
+add. Exits 0 when "rootfs run" can work here, 1 otherwise.
+
+Flags:
+`
