@@ -1,0 +1,312 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// retryOnEINTR runs fn until it returns something other than EINTR.
+func retryOnEINTR(fn func() error) error {
+	for {
+		err := fn()
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// retryOnEINTR2 is retryOnEINTR for calls that return a value.
+func retryOnEINTR2[T any](fn func() (T, error)) (T, error) {
+	for {
+		v, err := fn()
+		if !errors.Is(err, unix.EINTR) {
+			return v, err
+		}
+	}
+}
+
+// MountError is a failed mount(2): the operation, its arguments and the errno.
+type MountError struct {
+	Op     string // "mount", "bind", "remount", "propagation", "umount"
+	Source string
+	Target string
+	FSType string
+	Flags  uintptr
+	Data   string
+	Err    error
+}
+
+func (e *MountError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	if e.Source != "" {
+		fmt.Fprintf(&b, " %s", e.Source)
+	}
+	if e.Target != "" {
+		fmt.Fprintf(&b, " on %s", e.Target)
+	}
+	if e.FSType != "" {
+		fmt.Fprintf(&b, " type %s", e.FSType)
+	}
+	if e.Flags != 0 {
+		fmt.Fprintf(&b, " flags %s", MountFlagsString(e.Flags))
+	}
+	if e.Data != "" {
+		fmt.Fprintf(&b, " data %q", e.Data)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+func (e *MountError) Unwrap() error { return e.Err }
+
+var mountFlagNames = []struct {
+	f    uintptr
+	name string
+}{
+	{unix.MS_RDONLY, "MS_RDONLY"}, {unix.MS_NOSUID, "MS_NOSUID"}, {unix.MS_NODEV, "MS_NODEV"},
+	{unix.MS_NOEXEC, "MS_NOEXEC"}, {unix.MS_SYNCHRONOUS, "MS_SYNCHRONOUS"}, {unix.MS_REMOUNT, "MS_REMOUNT"},
+	{unix.MS_MANDLOCK, "MS_MANDLOCK"}, {unix.MS_NOATIME, "MS_NOATIME"}, {unix.MS_NODIRATIME, "MS_NODIRATIME"},
+	{unix.MS_BIND, "MS_BIND"}, {unix.MS_MOVE, "MS_MOVE"}, {unix.MS_REC, "MS_REC"}, {unix.MS_SILENT, "MS_SILENT"},
+	{unix.MS_UNBINDABLE, "MS_UNBINDABLE"}, {unix.MS_PRIVATE, "MS_PRIVATE"}, {unix.MS_SLAVE, "MS_SLAVE"},
+	{unix.MS_SHARED, "MS_SHARED"}, {unix.MS_RELATIME, "MS_RELATIME"}, {unix.MS_STRICTATIME, "MS_STRICTATIME"},
+}
+
+// MountFlagsString prints mount flags by name ("MS_BIND|MS_REC").
+func MountFlagsString(f uintptr) string {
+	var parts []string
+	for _, n := range mountFlagNames {
+		if f&n.f != 0 {
+			parts = append(parts, n.name)
+			f &^= n.f
+		}
+	}
+	if f != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(uint64(f), 16))
+	}
+	return strings.Join(parts, "|")
+}
+
+func opName(flags uintptr) string {
+	switch {
+	case flags&unix.MS_REMOUNT != 0:
+		return "remount"
+	case flags&unix.MS_BIND != 0:
+		return "bind"
+	case flags&(unix.MS_PRIVATE|unix.MS_SLAVE|unix.MS_SHARED|unix.MS_UNBINDABLE) != 0:
+		return "propagation"
+	case flags&unix.MS_MOVE != 0:
+		return "move"
+	}
+	return "mount"
+}
+
+// Mount is mount(2) with EINTR retry; a failure is a *MountError.
+func Mount(source, target, fstype string, flags uintptr, data string) error {
+	err := retryOnEINTR(func() error { return unix.Mount(source, target, fstype, flags, data) })
+	if err != nil {
+		return &MountError{Op: opName(flags), Source: source, Target: target, FSType: fstype, Flags: flags, Data: data, Err: err}
+	}
+	return nil
+}
+
+// Unmount is umount2(2) with EINTR retry.
+func Unmount(target string, flags int) error {
+	err := retryOnEINTR(func() error { return unix.Unmount(target, flags) })
+	if err != nil {
+		return &MountError{Op: "umount", Target: target, Err: err}
+	}
+	return nil
+}
+
+// PivotRoot is pivot_root(2).
+func PivotRoot(newRoot, putOld string) error {
+	if err := unix.PivotRoot(newRoot, putOld); err != nil {
+		return &os.PathError{Op: "pivot_root", Path: newRoot, Err: err}
+	}
+	return nil
+}
+
+// MountFlagsOf returns the per-mount flags (MS_RDONLY, MS_NOSUID, MS_NODEV,
+// MS_NOEXEC and the atime flags) of the mount that holds path. A remount
+// in a user namespace must keep the flags the kernel locked, so callers OR
+// these into their remount flags (runc does the same).
+func MountFlagsOf(path string) (uintptr, error) {
+	var st unix.Statfs_t
+	err := retryOnEINTR(func() error { return unix.Statfs(path, &st) })
+	if err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: path, Err: err}
+	}
+	var f uintptr
+	for _, m := range []struct{ st, ms uintptr }{
+		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME}, {unix.ST_SYNCHRONOUS, unix.MS_SYNCHRONOUS}, {unix.ST_MANDLOCK, unix.MS_MANDLOCK},
+	} {
+		if uintptr(st.Flags)&m.st != 0 {
+			f |= m.ms
+		}
+	}
+	return f, nil
+}
+
+// SetNoNewPrivs sets PR_SET_NO_NEW_PRIVS on the calling thread.
+func SetNoNewPrivs() error {
+	return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+}
+
+// SetDumpable sets PR_SET_DUMPABLE for the process (it is reset by every
+// change of uid or gid, so call it after those).
+func SetDumpable(on bool) error {
+	var v uintptr
+	if on {
+		v = 1
+	}
+	return os.NewSyscallError("prctl(PR_SET_DUMPABLE)", unix.Prctl(unix.PR_SET_DUMPABLE, v, 0, 0, 0))
+}
+
+// SetPdeathsig sets the calling thread's parent-death signal.
+func SetPdeathsig(sig unix.Signal) error {
+	return os.NewSyscallError("prctl(PR_SET_PDEATHSIG)", unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sig), 0, 0, 0))
+}
+
+// LastCap returns the highest capability number the kernel knows.
+func LastCap() (int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("cap_last_cap: %w", err)
+	}
+	return n, nil
+}
+
+// Secure bits (linux/securebits.h).
+const (
+	SecbitNoroot              = 1 << 0
+	SecbitNorootLocked        = 1 << 1
+	SecbitNoSetuidFixup       = 1 << 2
+	SecbitNoSetuidFixupLocked = 1 << 3
+	SecbitKeepCapsLocked      = 1 << 5
+	SecbitNoCapAmbientRaise   = 1 << 6
+	SecbitNoCapAmbientLocked  = 1 << 7
+)
+
+// DropAllCapabilities empties every capability set of the calling thread:
+// it locks the secure bits so uid 0 gains nothing on execve, drops
+// 0..lastCap from the bounding set, clears the ambient set, then capset(2)s
+// effective, permitted and inheritable to zero. Capabilities are per
+// thread: call it on a thread locked with runtime.LockOSThread and start
+// children from that same thread.
+func DropAllCapabilities(lastCap int) error {
+	bits := SecbitNoroot | SecbitNorootLocked | SecbitNoSetuidFixup | SecbitNoSetuidFixupLocked |
+		SecbitKeepCapsLocked | SecbitNoCapAmbientRaise | SecbitNoCapAmbientLocked
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits), 0, 0, 0); err != nil {
+		return os.NewSyscallError("prctl(PR_SET_SECUREBITS)", err)
+	}
+	for c := 0; c <= lastCap; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			return os.NewSyscallError(fmt.Sprintf("prctl(PR_CAPBSET_DROP, %d)", c), err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return os.NewSyscallError("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return os.NewSyscallError("capset", err)
+	}
+	return nil
+}
+
+// CloseExecFrom marks every fd >= from close-on-exec (close_range(2),
+// Linux 5.11), falling back to walking /proc/self/fd.
+func CloseExecFrom(from int) error {
+	err := unix.CloseRange(uint(from), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	ents, rerr := os.ReadDir("/proc/self/fd")
+	if rerr != nil {
+		return os.NewSyscallError("close_range", err)
+	}
+	for _, e := range ents {
+		fd, _ := strconv.Atoi(e.Name())
+		if fd >= from {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
+}
+
+// Landlock ABI constants not all present in x/sys.
+const (
+	landlockCreateRulesetVersion = 1 << 0
+)
+
+type landlockRulesetAttr struct {
+	handledAccessFS  uint64
+	handledAccessNet uint64
+	scoped           uint64
+}
+
+// LandlockABI returns the Landlock ABI version, or 0 when Landlock is absent.
+func LandlockABI() int {
+	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, landlockCreateRulesetVersion)
+	if e != 0 {
+		return 0
+	}
+	return int(v)
+}
+
+// LandlockScope restricts the calling thread (and its future children) with
+// a Landlock domain that handles no filesystem access but scopes abstract
+// unix sockets and signals (ABI 6, Linux 6.12): the process can no longer
+// connect to abstract sockets or signal processes outside its domain. It
+// needs no_new_privs. It returns unix.EOPNOTSUPP when the ABI is too old.
+func LandlockScope() error {
+	if LandlockABI() < 6 {
+		return os.NewSyscallError("landlock_create_ruleset", unix.EOPNOTSUPP)
+	}
+	attr := landlockRulesetAttr{scoped: unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL}
+	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	if e != 0 {
+		return os.NewSyscallError("landlock_create_ruleset", e)
+	}
+	defer unix.Close(int(fd))
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); e != 0 {
+		return os.NewSyscallError("landlock_restrict_self", e)
+	}
+	return nil
+}
+
+// LoopbackUp brings the "lo" interface up (in a fresh network namespace it
+// starts down).
+func LoopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return os.NewSyscallError("ioctl(SIOCGIFFLAGS)", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return os.NewSyscallError("ioctl(SIOCSIFFLAGS)", err)
+	}
+	return nil
+}

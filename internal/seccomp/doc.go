@@ -1,0 +1,22 @@
+// Package seccomp builds and installs the filter that confines the wrapped
+// server (reference: security-battery.md §3, "Recommended filter").
+//
+// The filter is a deny-list over an allowed default, so an unknown but
+// harmless syscall a runtime needs keeps working; what it refuses is what a
+// confined program has no business with. Layout of the BPF program:
+//
+//	arch != AUDIT_ARCH_X86_64 (or the build's native arch)  -> KILL_PROCESS (no i386/int 0x80 bypass)
+//	nr >= 0x40000000 (x32 ABI)                               -> ENOSYS
+//	ioctl with (arg1 & 0xffffffff) in {TIOCSTI, TIOCLINUX}    -> EPERM   (masked: CVE-2019-10063)
+//	mknod/mknodat with S_IFCHR or S_IFBLK                     -> EPERM
+//	personality other than 0, 8, 0x20000, 0x20008, 0xffffffff -> EPERM
+//	socket with a family other than unix, inet, inet6, netlink -> EAFNOSUPPORT
+//	clone with any CLONE_NEW* flag                            -> EPERM
+//	the ENOSYS list (clone3, new mount API, io_uring)         -> ENOSYS (libc and libuv fall back)
+//	the EPERM list (mount, unshare, setns, ptrace, bpf, ...)  -> EPERM
+//	otherwise                                                 -> ALLOW
+//
+// The name lists are assembled by github.com/elastic/go-seccomp-bpf; the
+// argument rules that need a masked 32-bit compare are written here, since
+// that library compares the full 64 bits.
+package seccomp
