@@ -30,6 +30,13 @@ func resolve(p string) (*Entry, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: %s is neither a directory nor a regular file", ErrBadRoot, p)
 	}
+	// Kernel interfaces (/proc, /sys, ...) are not data: their magic links
+	// would lead anywhere (security battery D10, D13).
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%w: %s is on a kernel file system (proc, sys, ...), not a folder of files", ErrBadRoot, p)
+	}
 	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 	if err != nil {
 		unix.Close(fd)

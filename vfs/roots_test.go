@@ -137,3 +137,19 @@ func TestBuildTableAllow(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildTableRefusesKernelFS(t *testing.T) {
+	tab := BuildTable([]Root{{URI: "/proc"}, {URI: "file:///proc/self/root"}, {URI: "/sys"}}, TableOptions{})
+	defer tab.Close()
+	var bad int
+	for _, s := range tab.Skipped() {
+		if errors.Is(s.Reason, ErrBadRoot) {
+			bad++
+		}
+	}
+	// /proc/self/root resolves to "/", which is data (policy on "/" is the
+	// caller's); /proc and /sys are refused.
+	if bad != 2 {
+		t.Fatalf("skipped %v, want /proc and /sys refused", tab.Skipped())
+	}
+}
