@@ -95,6 +95,7 @@ func serveMain(cfgJSON string) int {
 		}
 	}
 	fmt.Println("ready")
+	fmt.Println(srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH != 0 && cfg.Passthrough)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	done := make(chan struct{})
@@ -157,6 +158,8 @@ func (l *loopbackTop) OnAdd(ctx context.Context) {
 type server struct {
 	t     testing.TB
 	Mnt   string
+	// Passthrough: the kernel granted FUSE passthrough and the view uses it.
+	Passthrough bool
 	cmd   *exec.Cmd
 	in    *os.File
 	out   *bufio.Scanner
@@ -198,6 +201,8 @@ func serve(t testing.TB, cfg serveConfig) *server {
 		s.stop()
 		t.Fatalf("server did not start: %q\n%s", s.out.Text(), stderr.String())
 	}
+	s.out.Scan()
+	s.Passthrough = s.out.Text() == "true"
 	return s
 }
 

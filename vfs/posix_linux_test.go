@@ -17,8 +17,19 @@ import (
 var posixSkip = map[string]string{}
 
 // TestPosix runs go-fuse's POSIX suite against an entry of the view, each
-// case in a fresh directory of the root.
+// case in a fresh directory of the root, with strict revocation (the
+// default) and with passthrough.
 func TestPosix(t *testing.T) {
+	for _, pt := range []bool{false, true} {
+		name := "strict"
+		if pt {
+			name = "passthrough"
+		}
+		t.Run(name, func(t *testing.T) { posixSuite(t, pt) })
+	}
+}
+
+func posixSuite(t *testing.T, passthrough bool) {
 	h := hostTree(t)
 	r := mkdir(t, filepath.Join(h, "r"))
 	var cases []string
@@ -29,7 +40,7 @@ func TestPosix(t *testing.T) {
 	for _, name := range cases {
 		mkdir(t, filepath.Join(r, name))
 	}
-	s := serve(t, serveConfig{Roots: []string{r}})
+	s := serve(t, serveConfig{Roots: []string{r}, Passthrough: passthrough})
 	for _, name := range cases {
 		t.Run(name, func(t *testing.T) {
 			if why, ok := posixSkip[name]; ok {

@@ -389,3 +389,33 @@ func (p *shellProc) finish() string {
 	p.cmd.Wait()
 	return p.out.String()
 }
+
+// TestViewPassthrough: with Options.Passthrough the kernel does file I/O
+// itself; the documented cost is that a handle opened before its root was
+// removed keeps reading until it is closed, while its metadata operations
+// still fail with EIO and new lookups fail.
+func TestViewPassthrough(t *testing.T) {
+	h := hostTree(t)
+	a := mkdir(t, filepath.Join(h, "a"))
+	write(t, filepath.Join(a, "f"), "passthrough data")
+	s := serve(t, serveConfig{Roots: []string{a}, Passthrough: true})
+	if !s.Passthrough {
+		t.Skip("the kernel did not grant FUSE passthrough (needs Linux 6.9+ and CAP_SYS_ADMIN in the initial user namespace)")
+	}
+	f, err := os.Open(filepath.Join(s.Mnt, "a", "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.swap()
+	if _, err := os.Stat(filepath.Join(s.Mnt, "a")); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("stat of a removed root: %v, want ENOENT", err)
+	}
+	buf := make([]byte, 64)
+	n, err := f.ReadAt(buf, 0)
+	if string(buf[:n]) != "passthrough data" {
+		t.Errorf("passthrough read after revocation = %q, %v (documented to keep working)", buf[:n], err)
+	}
+	var st unix.Stat_t
+	wantErrno(t, "fstat of a revoked passthrough handle", unix.Fstat(int(f.Fd()), &st), syscall.EIO)
+}

@@ -21,7 +21,6 @@ type fileHandle struct {
 	n        *node
 	fd       int
 	writable bool
-	append   bool
 
 	capOnce sync.Once
 	hasCap  bool // security.capability present at first write
@@ -32,7 +31,6 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 		n:        n,
 		fd:       fd,
 		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
-		append:   flags&syscall.O_APPEND != 0,
 	}
 }
 
