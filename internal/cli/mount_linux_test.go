@@ -49,10 +49,33 @@ type mountProc struct {
 	done  chan struct{}
 }
 
-func startMount(t *testing.T, args ...string) *mountProc {
+// rootfsBinary builds cmd/rootfs into a temporary directory of t, or
+// returns "" when that is not possible (then the test binary itself serves
+// as "rootfs mount", see TestMountHelperProcess).
+func rootfsBinary(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestMountHelperProcess$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), "ROOTFS_MOUNT_HELPER=1")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(t.TempDir(), "rootfs")
+	out, err := exec.Command(goTool, "build", "-o", p, "github.com/rootfs-dev/rootfs/cmd/rootfs").CombinedOutput()
+	if err != nil {
+		t.Logf("go build ./cmd/rootfs failed, testing runMount in the test binary: %v\n%s", err, out)
+		return ""
+	}
+	return p
+}
+
+func startMount(t *testing.T, bin string, args ...string) *mountProc {
+	t.Helper()
+	var cmd *exec.Cmd
+	if bin != "" {
+		cmd = exec.Command(bin, append([]string{"mount"}, args...)...)
+	} else {
+		cmd = exec.Command(os.Args[0], append([]string{"-test.run=^TestMountHelperProcess$", "--"}, args...)...)
+		cmd.Env = append(os.Environ(), "ROOTFS_MOUNT_HELPER=1")
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +182,7 @@ func TestMountCommand(t *testing.T) {
 	rootsFile := filepath.Join(top, "roots.json")
 	writeRoots(t, rootsFile, fmt.Sprintf(`{"roots":[{"uri":"file://%s/a","name":"A"},{"uri":"file://%s/missing"}]}`, top, top))
 
-	p := startMount(t, "--roots-file", rootsFile, "--root", filepath.Join(top, "b"), mnt)
+	p := startMount(t, rootfsBinary(t), "--roots-file", rootsFile, "--root", filepath.Join(top, "b"), mnt)
 	if !p.waitFor("rootfs: mounted") {
 		t.Fatalf("not mounted:\n%s", p.output())
 	}
@@ -218,25 +241,31 @@ func TestMountCommandErrors(t *testing.T) {
 	top := t.TempDir()
 	os.MkdirAll(filepath.Join(top, "r", "inner"), 0o755)
 	os.WriteFile(filepath.Join(top, "file"), nil, 0o644)
+	bin := rootfsBinary(t)
 	tests := []struct {
 		name string
 		args []string
 		want string
+		code int
 	}{
-		{"inside a root", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "r", "inner")}, "is inside root"},
-		{"missing mount point", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "nope")}, "does not exist"},
-		{"not a directory", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "file")}, "not a directory"},
-		{"no roots", []string{filepath.Join(top, "r")}, "no roots"},
-		{"two mount points", []string{"--root", "/x", "a", "b"}, "exactly one MOUNTPOINT"},
-		{"unreadable roots file", []string{"--roots-file", filepath.Join(top, "none.json"), filepath.Join(top, "r")}, "--roots-file"},
+		{"inside a root", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "r", "inner")}, "is inside root", 1},
+		{"missing mount point", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "nope")}, "does not exist", 1},
+		{"not a directory", []string{"--root", filepath.Join(top, "r"), filepath.Join(top, "file")}, "not a directory", 1},
+		{"no roots", []string{filepath.Join(top, "r")}, "no roots", 2},
+		{"two mount points", []string{"--root", "/x", "a", "b"}, "exactly one MOUNTPOINT", 2},
+		{"unreadable roots file", []string{"--roots-file", filepath.Join(top, "none.json"), filepath.Join(top, "r")}, "--roots-file", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := startMount(t, tt.args...)
+			p := startMount(t, bin, tt.args...)
 			<-p.done
 			out := p.output()
-			if p.cmd.ProcessState.ExitCode() == 0 {
+			code := p.cmd.ProcessState.ExitCode()
+			if code == 0 {
 				t.Fatalf("exit 0, want failure:\n%s", out)
+			}
+			if bin != "" && code != tt.code {
+				t.Errorf("exit status %d, want %d", code, tt.code)
 			}
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			var errLines []string
