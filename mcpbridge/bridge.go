@@ -1,0 +1,386 @@
+// Package mcpbridge is the MCP side of `rootfs run`: it sits between the client's stdio and the
+// wrapped server's stdio, owns roots, and passes everything else through byte for byte.
+//
+//	client ──ClientIn──▶ ┌──────────── Bridge ────────────┐ ──ServerIn──▶ server
+//	       ◀─ClientOut── │ clientLoop   serverLoop        │ ◀─ServerOut──
+//	                     │   │ owns: initialize (edited),   │
+//	                     │   │ initialized, list_changed,   │
+//	                     │   │ server/discover, replies to  │
+//	                     │   │ rootfs's roots/list           │
+//	                     │   └──▶ Build(roots) ─▶ View.Swap │
+//	                     │ serverLoop owns: roots/list from │
+//	                     │ the server (answered from        │
+//	                     │ View.Table()), cancels of those  │
+//	                     └─────────────────────────────────┘
+//
+// # Framing
+//
+// Messages are newline-delimited JSON-RPC 2.0. Each line is validated as JSON and decoded only
+// far enough to route it (id, method, presence of result/error); a message rootfs does not own
+// is written to the other side exactly as it arrived, plus '\n'. Messages with duplicate
+// top-level member names, a jsonrpc other than "2.0", or an id that is not a string or an integer
+// are refused, so that what rootfs routes is what every peer parses. From the client, a line that
+// is not JSON gets a -32700 reply and an invalid message a -32600 reply (id null); from the
+// server, such lines (start-up banners) are dropped with a warning. A line over MaxLine is
+// discarded without being buffered and reported the same way. 2025-03-26 batches (arrays) are
+// split: if rootfs owns none of the elements the array is forwarded verbatim, otherwise the
+// elements it does not own are forwarded as a new array and its own replies go back as one array.
+//
+// # Roots
+//
+// The client's initialize is forwarded with capabilities.roots set to {"listChanged":true}
+// (edited in place; every other byte kept): the server always gets roots from rootfs. After the
+// client's notifications/initialized, if the client declared roots, rootfs asks it for
+// roots/list, builds a table with Build and swaps it into the View. A -32601 answer, or no roots
+// capability, uses Static instead. A client that does not answer within RootsTimeout leaves the
+// view as it was (fail closed). On notifications/roots/list_changed rootfs fetches again (at most
+// one fetch in flight and one queued), swaps, then tells the server with its own
+// notifications/roots/list_changed. The server's roots/list is answered by rootfs from
+// View.Table(), with in-view URIs; until the first roots are known it waits, at most RootsTimeout.
+//
+// rootfs's own requests to the client use string ids "rootfs-<64-bit random nonce>-<n>": a
+// server cannot produce them without seeing them, and the server never sees them (a client
+// message carrying one is never forwarded). Server ids pass unchanged in both directions.
+//
+// # Era
+//
+// The 2026-07-28 era is not bridged yet: server/discover is answered with -32601 so dual-era
+// clients fall back to initialize on the same process.
+//
+// # Concurrency and deadlocks
+//
+// One goroutine reads each side. Each side has one writer goroutine fed by a queue: forwarded
+// messages block while the queue is full (backpressure to their sender), but messages rootfs
+// makes itself never block, so a reader never waits on the writer of the other direction. Without
+// that, a server blocked writing its stdout while rootfs blocked writing its stdin would deadlock.
+package mcpbridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rootfs-dev/rootfs/vfs"
+	"go.uber.org/zap"
+)
+
+// View is the view the bridge keeps up to date. vfs.View implements it.
+type View interface {
+	// Table returns the current table (immutable, never nil).
+	Table() *vfs.Table
+	// Swap replaces the table and takes ownership of it. It is called from the bridge's
+	// reader goroutine, never from a FUSE handler.
+	Swap(*vfs.Table) error
+}
+
+// Options configures a Bridge. ClientIn, ClientOut, ServerIn, ServerOut, View and Build are required.
+type Options struct {
+	ClientIn  io.Reader      // the client's messages (rootfs's stdin)
+	ClientOut io.Writer      // to the client (rootfs's stdout: nothing else may write to it)
+	ServerIn  io.WriteCloser // the server's stdin; closed by Run before it returns
+	ServerOut io.Reader      // the server's stdout
+
+	View View
+	// Build turns roots into a table (the caller closes over vfs.TableOptions). Every root it
+	// skips is logged with its reason.
+	Build func([]vfs.Root) *vfs.Table
+	// Static are the roots used when the client has no roots capability or answers roots/list
+	// with -32601 (from --root / --roots-file). Empty: the view stays empty and rootfs warns.
+	Static []vfs.Root
+
+	// RootsTimeout bounds the wait for the client's roots/list answer and the server's wait for
+	// the first roots. Zero means 10s.
+	RootsTimeout time.Duration
+	// MaxLine is the largest message accepted, in bytes, either way. Zero means DefaultMaxLine.
+	MaxLine int
+	// Logger receives logs (stderr); nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Sentinel errors returned by Run, wrapped with the cause; the caller branches on which side ended.
+var (
+	// ErrClientClosed: the client closed rootfs's stdin (or its stdout broke). The server's
+	// stdin has been closed; the caller now waits for the server, then SIGTERM, then SIGKILL.
+	ErrClientClosed = errors.New("client closed the connection")
+	// ErrServerClosed: the server closed its stdout (or its stdin broke). The client's pending
+	// requests have been answered with errors; the caller exits with the server's status.
+	ErrServerClosed = errors.New("server closed the connection")
+)
+
+// Error codes rootfs sends (JSON-RPC 2.0 / MCP).
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInternalError  = -32603
+)
+
+const (
+	defaultRootsTimeout = 10 * time.Second
+	// flushTimeout bounds how long Run waits to deliver what is queued when a side ends
+	// (clients kill rootfs about 2 s after closing its stdin).
+	flushTimeout = 500 * time.Millisecond
+	queueLimit   = 64
+	// answeredMemory is how many rootfs-answered server roots/list ids are remembered so that
+	// a late notifications/cancelled for one of them is swallowed.
+	answeredMemory = 256
+)
+
+// Bridge routes one MCP session. Create it with New; Run it once.
+type Bridge struct {
+	opts   Options
+	log    *zap.Logger
+	prefix string // "rootfs-<nonce>-": every id rootfs sends to the client starts with it
+
+	toClient *outQueue
+	toServer *outQueue
+	ended    chan endCause // first side to end
+	done     chan struct{} // closed when Run returns; late handlers do nothing
+	ran      atomic.Bool
+
+	// mu guards the fields that follow. Lock order: mu, then an outQueue's mu.
+	mu sync.Mutex
+	// pending are the client's requests forwarded to the server and not yet answered, by idKey.
+	pending map[string]json.RawMessage
+	// clientRoots: the client's initialize declared an object "roots" capability.
+	clientRoots, clientListChanged bool
+	initialized                    bool // client sent notifications/initialized
+	rootsUnsupported               bool // client answered roots/list with -32601
+	rootsKnown                     bool // first roots settled (fetched, fallen back, or timed out)
+	seq                            int
+	fetch                          *fetchState // rootfs's roots/list in flight, or nil
+	fetchQueued                    bool
+	waiters                        map[string]*waiter // server roots/list waiting for the first roots
+	answered                       []string           // recent rootfs-answered server ids (ring)
+	answeredSet                    map[string]bool
+	warnedEmpty                    bool
+	fetches                        int // roots/list requests sent to the client (tests)
+}
+
+type fetchState struct {
+	id    string
+	timer *time.Timer
+}
+
+type waiter struct {
+	id    json.RawMessage
+	timer *time.Timer
+}
+
+type endCause struct {
+	client bool
+	err    error
+}
+
+// New checks opts and returns a Bridge.
+func New(opts Options) (*Bridge, error) {
+	switch {
+	case opts.ClientIn == nil || opts.ClientOut == nil:
+		return nil, errors.New("mcpbridge: ClientIn and ClientOut are required")
+	case opts.ServerIn == nil || opts.ServerOut == nil:
+		return nil, errors.New("mcpbridge: ServerIn and ServerOut are required")
+	case opts.View == nil || opts.Build == nil:
+		return nil, errors.New("mcpbridge: View and Build are required")
+	}
+	if opts.RootsTimeout <= 0 {
+		opts.RootsTimeout = defaultRootsTimeout
+	}
+	if opts.MaxLine <= 0 {
+		opts.MaxLine = DefaultMaxLine
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	var nonce [8]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, fmt.Errorf("mcpbridge: random id nonce: %w", err)
+	}
+	return &Bridge{
+		opts:        opts,
+		log:         log,
+		prefix:      "rootfs-" + hex.EncodeToString(nonce[:]) + "-",
+		ended:       make(chan endCause, 4),
+		done:        make(chan struct{}),
+		pending:     map[string]json.RawMessage{},
+		waiters:     map[string]*waiter{},
+		answeredSet: map[string]bool{},
+	}, nil
+}
+
+// Run routes messages until one side ends or ctx is done, and returns an error wrapping
+// ErrClientClosed or ErrServerClosed (or ctx.Err()). It always closes ServerIn before returning.
+// It does not close ClientIn or wait for a read blocked on it: the caller exits or closes it.
+// The bridge never starts or signals processes.
+func (b *Bridge) Run(ctx context.Context) error {
+	if !b.ran.CompareAndSwap(false, true) {
+		return errors.New("mcpbridge: Run called twice")
+	}
+	defer close(b.done)
+	b.toClient = newOutQueue(b.opts.ClientOut, queueLimit, func(err error) {
+		b.end(true, fmt.Errorf("writing to the client: %w", err))
+	})
+	b.toServer = newOutQueue(b.opts.ServerIn, queueLimit, func(err error) {
+		b.end(false, fmt.Errorf("writing to the server: %w", err))
+	})
+	go b.clientLoop()
+	go b.serverLoop()
+
+	var cause endCause
+	select {
+	case cause = <-b.ended:
+	case <-ctx.Done():
+		cause = endCause{client: true, err: ctx.Err()}
+	}
+	b.stopTimers()
+	start := time.Now()
+	if cause.client {
+		// Deliver what the server should still see (a last notification), then close its
+		// stdin: that is the spec's first shutdown step. Also flush replies to the client
+		// (a server/discover probe followed by EOF must get its answer).
+		b.toServer.closeAfterDrain(flushTimeout)
+		b.toServer.stopNow()
+		cerr := b.opts.ServerIn.Close()
+		b.toClient.closeAfterDrain(flushTimeout)
+		b.toClient.stopNow()
+		b.log.Debug("client side ended", zap.Error(cause.err), zap.Duration("shutdown", time.Since(start)),
+			zap.NamedError("close_server_stdin", cerr))
+		if errors.Is(cause.err, context.Canceled) || errors.Is(cause.err, context.DeadlineExceeded) {
+			return cause.err
+		}
+		return fmt.Errorf("%w: %v", ErrClientClosed, cause.err)
+	}
+	b.toServer.stopNow()
+	b.opts.ServerIn.Close()
+	b.failPending()
+	b.toClient.closeAfterDrain(flushTimeout)
+	b.toClient.stopNow()
+	b.log.Debug("server side ended", zap.Error(cause.err), zap.Duration("shutdown", time.Since(start)))
+	return fmt.Errorf("%w: %v", ErrServerClosed, cause.err)
+}
+
+func (b *Bridge) end(client bool, err error) {
+	select {
+	case b.ended <- endCause{client: client, err: err}:
+	default:
+	}
+}
+
+func (b *Bridge) isDone() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *Bridge) stopTimers() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fetch != nil {
+		b.fetch.timer.Stop()
+	}
+	for _, w := range b.waiters {
+		w.timer.Stop()
+	}
+}
+
+// failPending answers every forwarded client request the server left unanswered.
+func (b *Bridge) failPending() {
+	b.mu.Lock()
+	ids := make([]json.RawMessage, 0, len(b.pending))
+	for k, id := range b.pending {
+		ids = append(ids, id)
+		delete(b.pending, k)
+	}
+	b.mu.Unlock()
+	for _, id := range ids {
+		b.sendClient(errorReply(id, codeInternalError, "the mcp server exited before answering (rootfs)"))
+	}
+	if len(ids) > 0 {
+		b.log.Warn("server exited with requests pending; answered them with errors", zap.Int("requests", len(ids)))
+	}
+}
+
+// sendClient queues a message rootfs made itself (never blocks).
+func (b *Bridge) sendClient(msg []byte) {
+	if err := b.toClient.push(msg, false); err != nil && !errors.Is(err, errQueueStopped) {
+		b.log.Warn("dropped a message to the client", zap.Error(err))
+	}
+}
+
+func (b *Bridge) sendServer(msg []byte) {
+	if err := b.toServer.push(msg, false); err != nil && !errors.Is(err, errQueueStopped) {
+		b.log.Warn("dropped a message to the server", zap.Error(err))
+	}
+}
+
+// ---- replies ----
+
+func errorReply(id json.RawMessage, code int, message string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	m, _ := json.Marshal(message)
+	out := make([]byte, 0, 64+len(id)+len(m))
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"error":{"code":`...)
+	out = fmt.Appendf(out, "%d", code)
+	out = append(out, `,"message":`...)
+	out = append(out, m...)
+	out = append(out, "}}\n"...)
+	return out
+}
+
+func resultReply(id json.RawMessage, result []byte) []byte {
+	out := make([]byte, 0, 40+len(id)+len(result))
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"result":`...)
+	out = append(out, result...)
+	out = append(out, "}\n"...)
+	return out
+}
+
+// joinBatch makes one JSON array line of messages that each end in '\n'.
+func joinBatch(msgs [][]byte) []byte {
+	if len(msgs) == 1 {
+		return msgs[0]
+	}
+	out := []byte{'['}
+	for i, m := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, m[:len(m)-1]...)
+	}
+	return append(out, ']', '\n')
+}
+
+// trimmed returns b without leading and trailing JSON whitespace.
+func trimmed(b []byte) []byte {
+	i := skipSpace(b, 0)
+	j := len(b)
+	for j > i && (b[j-1] == ' ' || b[j-1] == '\t' || b[j-1] == '\r' || b[j-1] == '\n') {
+		j--
+	}
+	return b[i:j]
+}
+
+// lineSnippet is a log-safe prefix of a line.
+func lineSnippet(b []byte) string {
+	const max = 200
+	if len(b) > max {
+		return string(b[:max]) + "…"
+	}
+	return string(b)
+}

@@ -1,0 +1,541 @@
+package mcpbridge
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// DefaultMaxLine is the default limit on one newline-delimited message, in bytes (newline excluded).
+// It matches go-sdk's DefaultMaxLineLength; the TypeScript SDK caps at 10 MiB.
+const DefaultMaxLine = 16 << 20
+
+// ErrLineTooLong is returned by lineReader.next for a line over the limit. The line has been
+// consumed (up to its newline or EOF) without being buffered, so the next call reads the next line.
+var errLineTooLong = errors.New("line too long")
+
+// lineReader splits a stream into lines with a bounded buffer.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its '\n'. The slice is valid until the next call.
+// A final line without a newline is returned before io.EOF. A line over max bytes is
+// discarded and reported as errLineTooLong; reading can go on.
+func (lr *lineReader) next() ([]byte, error) {
+	if cap(lr.buf) > 1<<20 {
+		lr.buf = nil // do not keep a huge buffer after one big message
+	}
+	lr.buf = lr.buf[:0]
+	tooLong := false
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		if !tooLong {
+			n := len(chunk)
+			if n > 0 && chunk[n-1] == '\n' {
+				n--
+			}
+			if len(lr.buf)+n > lr.max {
+				tooLong = true
+				lr.buf = lr.buf[:0]
+			} else {
+				lr.buf = append(lr.buf, chunk[:n]...)
+			}
+		}
+		switch {
+		case err == nil: // chunk ends in '\n'
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			return lr.buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			if len(lr.buf) > 0 {
+				return lr.buf, nil
+			}
+			return nil, io.EOF
+		default:
+			return nil, err
+		}
+	}
+}
+
+// outQueue serializes writes to one peer. Forwarded messages are pushed with wait=true and
+// block while the queue is full (backpressure toward the peer that sent them). Messages rootfs
+// generates itself are pushed with wait=false and never block, so a reader goroutine never waits
+// on the other direction's writer (which could deadlock: see the package doc).
+type outQueue struct {
+	w     io.Writer
+	limit int
+
+	// mu guards the fields that follow.
+	mu    sync.Mutex
+	items [][]byte
+	drain bool  // writer exits once items is empty
+	err   error // first write error, or errQueueStopped
+
+	wake       chan struct{} // cap 1: items or drain changed
+	space      chan struct{} // cap 1: an item was removed
+	stop       chan struct{} // closed by stopNow: waiters and the writer give up
+	stopOnce   sync.Once
+	done       chan struct{} // closed when the writer goroutine returns
+	onErr      func(error)   // called once from the writer goroutine on a write error
+	ownDropped int           // own messages dropped because the queue was over ownLimit
+}
+
+var errQueueStopped = errors.New("queue stopped")
+
+// ownLimit bounds rootfs's own pending messages toward one peer (they are small and few:
+// replies, roots/list requests, notifications); beyond it they are dropped and logged.
+const ownLimit = 4096
+
+func newOutQueue(w io.Writer, limit int, onErr func(error)) *outQueue {
+	q := &outQueue{
+		w: w, limit: limit, onErr: onErr,
+		wake: make(chan struct{}, 1), space: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go q.run()
+	return q
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// push queues msg (which must end in '\n' and must not be modified afterwards).
+func (q *outQueue) push(msg []byte, wait bool) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		if q.err != nil {
+			return q.err
+		}
+		if q.drain {
+			return errQueueStopped
+		}
+		if !wait {
+			if len(q.items) >= ownLimit {
+				q.ownDropped++
+				return errors.New("too many queued messages")
+			}
+			break
+		}
+		if len(q.items) < q.limit {
+			break
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.space:
+		case <-q.stop:
+		}
+		q.mu.Lock()
+	}
+	q.items = append(q.items, msg)
+	signal(q.wake)
+	return nil
+}
+
+func (q *outQueue) run() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		if q.err != nil {
+			q.mu.Unlock()
+			return
+		}
+		if len(q.items) == 0 {
+			drain := q.drain
+			q.mu.Unlock()
+			if drain {
+				return
+			}
+			select {
+			case <-q.wake:
+			case <-q.stop:
+			}
+			continue
+		}
+		m := q.items[0]
+		q.items[0] = nil
+		q.items = q.items[1:]
+		q.mu.Unlock()
+		signal(q.space)
+		if _, err := q.w.Write(m); err != nil {
+			q.mu.Lock()
+			if q.err == nil {
+				q.err = err
+			}
+			q.mu.Unlock()
+			if q.onErr != nil {
+				q.onErr(err)
+			}
+			return
+		}
+	}
+}
+
+// closeAfterDrain lets the writer finish what is queued, then stop. It waits at most d and
+// reports whether the queue drained in time. Later pushes fail.
+func (q *outQueue) closeAfterDrain(d time.Duration) bool {
+	q.mu.Lock()
+	q.drain = true
+	q.mu.Unlock()
+	signal(q.wake)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-q.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// stopNow makes waiting pushers and an idle writer give up at once. A Write in progress is not
+// interrupted (the caller closes the underlying file for that).
+func (q *outQueue) stopNow() {
+	q.stopOnce.Do(func() {
+		q.mu.Lock()
+		if q.err == nil {
+			q.err = errQueueStopped
+		}
+		q.mu.Unlock()
+		close(q.stop)
+	})
+}
+
+// ---- JSON-RPC envelope ----
+
+// member is one top-level key of a JSON object: offsets are into the object's bytes.
+type member struct {
+	key              string
+	valStart, valEnd int
+	keyStart         int
+}
+
+// errNotObject etc. describe why a valid JSON value is not a JSON-RPC message.
+var (
+	errDuplicateKey = errors.New("duplicate member name")
+)
+
+// members lists the members of the JSON object b (b must be valid JSON; leading/trailing space
+// allowed). Duplicate names are refused: a message rootfs reads must mean one thing to every parser.
+func members(b []byte) ([]member, error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, errors.New("not an object")
+	}
+	i++
+	var ms []member
+	for {
+		i = skipSpace(b, i)
+		if i < len(b) && b[i] == '}' {
+			return ms, nil
+		}
+		if i >= len(b) || b[i] != '"' {
+			return nil, errors.New("bad object")
+		}
+		ks := i
+		ke := skipString(b, i)
+		key, err := decodeString(b[ks:ke])
+		if err != nil {
+			return nil, err
+		}
+		i = skipSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return nil, errors.New("bad object")
+		}
+		i = skipSpace(b, i+1)
+		vs := i
+		ve := skipValue(b, i)
+		for _, m := range ms {
+			if m.key == key {
+				return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
+			}
+		}
+		ms = append(ms, member{key: key, keyStart: ks, valStart: vs, valEnd: ve})
+		i = skipSpace(b, ve)
+		if i < len(b) && b[i] == ',' {
+			i++
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			return ms, nil
+		}
+		return nil, errors.New("bad object")
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the (valid) JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = skipString(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		j := i
+		for j < len(b) {
+			switch b[j] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return j
+			}
+			j++
+		}
+		return j
+	}
+}
+
+// decodeString decodes a JSON string token.
+func decodeString(raw []byte) (string, error) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
+type kind int
+
+const (
+	kindRequest kind = iota + 1
+	kindNotification
+	kindResponse
+)
+
+// envelope is what rootfs decodes of a message to route it. Everything else stays raw bytes.
+type envelope struct {
+	raw     []byte // the message exactly as received (no newline)
+	kind    kind
+	id      json.RawMessage // nil when absent; never "null" for requests
+	idKey   string          // canonical form of id for maps ("s:"+string, "n:"+number)
+	idStr   string          // decoded id when it is a string
+	method  string
+	params  json.RawMessage
+	result  json.RawMessage
+	errRaw  json.RawMessage
+	members []member
+}
+
+// errInvalid wraps reasons a syntactically valid JSON value is not a JSON-RPC 2.0 message.
+var errInvalid = errors.New("invalid request")
+
+// errParse wraps JSON syntax errors.
+var errParse = errors.New("parse error")
+
+// parseMessage decodes the routing envelope of one JSON object. b must not be modified while the
+// envelope is in use. Errors wrap errParse (not JSON) or errInvalid (JSON, but not JSON-RPC 2.0).
+func parseMessage(b []byte) (*envelope, error) {
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("%w: %v", errParse, syntaxError(b))
+	}
+	return parseValid(b)
+}
+
+func syntaxError(b []byte) error {
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(&v); err != nil {
+		return err
+	}
+	return errors.New("trailing data after the message")
+}
+
+// parseValid is parseMessage for b already known to be valid JSON.
+func parseValid(b []byte) (*envelope, error) {
+	ms, err := members(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errInvalid, err)
+	}
+	e := &envelope{raw: b, members: ms}
+	var hasMethod, hasResult, hasError, hasVersion bool
+	for _, m := range ms {
+		v := b[m.valStart:m.valEnd]
+		switch m.key {
+		case "jsonrpc":
+			s, err := decodeString(v)
+			if err != nil || v[0] != '"' || s != "2.0" {
+				return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", errInvalid)
+			}
+			hasVersion = true
+		case "id":
+			e.id = v
+		case "method":
+			if v[0] != '"' {
+				return nil, fmt.Errorf("%w: method must be a string", errInvalid)
+			}
+			s, err := decodeString(v)
+			if err != nil {
+				return nil, fmt.Errorf("%w: method: %v", errInvalid, err)
+			}
+			e.method, hasMethod = s, true
+		case "params":
+			if v[0] != '{' && v[0] != '[' {
+				return nil, fmt.Errorf("%w: params must be an object or array", errInvalid)
+			}
+			e.params = v
+		case "result":
+			e.result, hasResult = v, true
+		case "error":
+			if v[0] != '{' {
+				return nil, fmt.Errorf("%w: error must be an object", errInvalid)
+			}
+			e.errRaw, hasError = v, true
+		}
+	}
+	if !hasVersion {
+		return nil, fmt.Errorf("%w: missing \"jsonrpc\":\"2.0\"", errInvalid)
+	}
+	if e.id != nil {
+		switch c := e.id[0]; {
+		case c == '"':
+			s, err := decodeString(e.id)
+			if err != nil {
+				return nil, fmt.Errorf("%w: id: %v", errInvalid, err)
+			}
+			e.idStr, e.idKey = s, "s:"+s
+		case c == '-' || (c >= '0' && c <= '9'):
+			if !isInteger(e.id) {
+				return nil, fmt.Errorf("%w: id must be a string or an integer", errInvalid)
+			}
+			e.idKey = "n:" + string(e.id)
+		case c == 'n' && !hasMethod && hasError:
+			// An error response with "id": null (a reply to a message its sender could not parse).
+			e.id = nil
+		default:
+			return nil, fmt.Errorf("%w: id must be a string or an integer", errInvalid)
+		}
+	}
+	switch {
+	case hasMethod && (hasResult || hasError):
+		return nil, fmt.Errorf("%w: both method and result/error", errInvalid)
+	case hasMethod && e.id != nil:
+		e.kind = kindRequest
+	case hasMethod:
+		e.kind = kindNotification
+	case hasResult && hasError:
+		return nil, fmt.Errorf("%w: both result and error", errInvalid)
+	case hasResult || hasError:
+		e.kind = kindResponse
+	default:
+		return nil, fmt.Errorf("%w: neither method nor result/error", errInvalid)
+	}
+	return e, nil
+}
+
+// isInteger reports whether a JSON number token has no fraction or exponent. Ids must be
+// integers (MCP); forwarding 1.5 would let a go-sdk peer truncate it to 1 and confuse ids.
+func isInteger(n []byte) bool {
+	i := 0
+	if i < len(n) && n[i] == '-' {
+		i++
+	}
+	if i >= len(n) {
+		return false
+	}
+	for ; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// find returns the member named key, or nil.
+func find(ms []member, key string) *member {
+	for i := range ms {
+		if ms[i].key == key {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// splice returns b with b[start:end] replaced by repl (a new slice).
+func splice(b []byte, start, end int, repl []byte) []byte {
+	out := make([]byte, 0, len(b)-(end-start)+len(repl)+1)
+	out = append(out, b[:start]...)
+	out = append(out, repl...)
+	out = append(out, b[end:]...)
+	return out
+}
+
+// setMember sets key to val in the JSON object obj (valid JSON), keeping every other byte.
+// An existing member's value is replaced in place; a new member is inserted first.
+func setMember(obj []byte, ms []member, key string, val []byte) []byte {
+	if m := find(ms, key); m != nil {
+		return splice(obj, m.valStart, m.valEnd, val)
+	}
+	open := skipSpace(obj, 0) + 1 // just after '{'
+	kv, _ := json.Marshal(key)
+	ins := append(append(kv, ':'), val...)
+	if len(ms) > 0 {
+		ins = append(ins, ',')
+	}
+	return splice(obj, open, open, ins)
+}
+
+// withNewline returns a fresh copy of b followed by '\n', ready for an outQueue.
+func withNewline(b []byte) []byte {
+	out := make([]byte, len(b)+1)
+	copy(out, b)
+	out[len(b)] = '\n'
+	return out
+}

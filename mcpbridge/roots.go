@@ -1,0 +1,307 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rootfs-dev/rootfs/vfs"
+	"go.uber.org/zap"
+)
+
+// onInitialized runs after the client's notifications/initialized has been forwarded.
+func (b *Bridge) onInitialized() {
+	b.mu.Lock()
+	if b.initialized {
+		b.mu.Unlock()
+		return
+	}
+	b.initialized = true
+	roots := b.clientRoots
+	b.mu.Unlock()
+	if roots {
+		b.requestFetch()
+		return
+	}
+	b.useStatic("the client declared no roots capability")
+	b.settle(false)
+}
+
+// requestFetch asks the client for its roots, coalescing: at most one roots/list in flight and
+// one queued, however many list_changed notifications arrive.
+func (b *Bridge) requestFetch() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case !b.initialized || !b.clientRoots:
+		b.log.Debug("ignored roots list_changed: client not initialized or declared no roots")
+	case b.rootsUnsupported:
+		b.log.Debug("ignored roots list_changed: client does not support roots/list")
+	case b.fetch != nil:
+		b.fetchQueued = true
+	default:
+		b.startFetchLocked()
+	}
+}
+
+func (b *Bridge) startFetchLocked() {
+	b.seq++
+	b.fetches++
+	id := b.prefix + strconv.Itoa(b.seq)
+	b.fetch = &fetchState{id: id, timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.fetchTimedOut(id) })}
+	idJSON, _ := json.Marshal(id)
+	msg := []byte(`{"jsonrpc":"2.0","id":` + string(idJSON) + `,"method":"roots/list"}` + "\n")
+	if err := b.toClient.push(msg, false); err != nil && !errors.Is(err, errQueueStopped) {
+		b.log.Warn("could not send roots/list to the client", zap.Error(err))
+	}
+}
+
+func (b *Bridge) fetchTimedOut(id string) {
+	if b.isDone() {
+		return
+	}
+	b.mu.Lock()
+	if b.fetch == nil || b.fetch.id != id {
+		b.mu.Unlock()
+		return
+	}
+	b.fetch = nil
+	b.mu.Unlock()
+	b.log.Warn("client did not answer roots/list in time; keeping the previous view",
+		zap.Duration("timeout", b.opts.RootsTimeout))
+	idJSON, _ := json.Marshal(id)
+	b.sendClient([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` +
+		string(idJSON) + `,"reason":"rootfs: roots/list timed out"}}` + "\n"))
+	b.settle(false)
+}
+
+// handleFetchReply handles the client's answer to rootfs's roots/list (runs on the client loop).
+func (b *Bridge) handleFetchReply(e *envelope) {
+	b.mu.Lock()
+	if b.fetch == nil || b.fetch.id != e.idStr {
+		b.mu.Unlock()
+		b.log.Warn("dropped a late or unknown reply to rootfs's roots/list", zap.String("id", e.idStr))
+		return
+	}
+	b.fetch.timer.Stop()
+	b.fetch = nil
+	b.mu.Unlock()
+
+	changed := false
+	if e.errRaw != nil {
+		var we struct {
+			Code    int64  `json:"code"`
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(e.errRaw, &we)
+		if we.Code == codeMethodNotFound {
+			b.mu.Lock()
+			b.rootsUnsupported = true
+			b.mu.Unlock()
+			changed = b.useStatic("the client answered roots/list with method not found")
+		} else {
+			b.log.Warn("client roots/list failed; keeping the previous view",
+				zap.Int64("code", we.Code), zap.String("message", we.Message))
+		}
+	} else if roots, err := b.parseRoots(e.result); err != nil {
+		b.log.Warn("client roots/list result refused; keeping the previous view", zap.Error(err))
+	} else {
+		changed = b.install(roots, "client")
+	}
+	b.settle(changed)
+}
+
+// settle marks the first roots as known (answering server roots/list waiting for them), starts
+// a queued fetch, and tells the server when a later swap changed its roots.
+func (b *Bridge) settle(changed bool) {
+	b.mu.Lock()
+	first := !b.rootsKnown
+	b.rootsKnown = true
+	ws := b.waiters
+	b.waiters = map[string]*waiter{}
+	if b.fetch == nil && b.fetchQueued {
+		b.fetchQueued = false
+		if !b.rootsUnsupported {
+			b.startFetchLocked()
+		}
+	}
+	b.mu.Unlock()
+	for key, w := range ws {
+		w.timer.Stop()
+		b.answerRoots(w.id, key)
+	}
+	if changed && !first {
+		b.sendServer([]byte(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` + "\n"))
+	}
+}
+
+// useStatic installs the static roots.
+func (b *Bridge) useStatic(reason string) bool {
+	if len(b.opts.Static) == 0 {
+		b.mu.Lock()
+		warn := !b.warnedEmpty
+		b.warnedEmpty = true
+		b.mu.Unlock()
+		if warn {
+			b.log.Warn("no roots: the server sees no files (give --root or --roots-file, or use a client with roots)",
+				zap.String("reason", reason))
+		}
+	} else {
+		b.log.Info("using the static roots", zap.String("reason", reason), zap.Int("roots", len(b.opts.Static)))
+	}
+	return b.install(b.opts.Static, "static")
+}
+
+// install builds a table from roots and swaps it into the view.
+func (b *Bridge) install(roots []vfs.Root, source string) bool {
+	t := b.opts.Build(roots)
+	for _, s := range t.Skipped() {
+		b.log.Warn("root skipped", zap.String("source", source), zap.String("uri", s.Root.URI), zap.Error(s.Reason))
+	}
+	if err := b.opts.View.Swap(t); err != nil {
+		b.log.Error("view swap failed; keeping the previous view", zap.Error(err))
+		t.Close()
+		return false
+	}
+	b.log.Info("roots installed", zap.String("source", source), zap.Int("entries", len(t.Entries())),
+		zap.Int("skipped", len(t.Skipped())))
+	return true
+}
+
+// parseRoots decodes a ListRootsResult strictly. Malformed entries are dropped and logged; a
+// malformed result as a whole is refused (nothing is ever added from it).
+func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
+	if len(result) == 0 || result[0] != '{' {
+		return nil, errors.New("result is not an object")
+	}
+	var r struct {
+		Roots *[]json.RawMessage `json:"roots"`
+	}
+	if err := json.Unmarshal(result, &r); err != nil {
+		return nil, fmt.Errorf("roots: %w", err)
+	}
+	if r.Roots == nil {
+		return nil, errors.New("roots missing or null")
+	}
+	roots := make([]vfs.Root, 0, len(*r.Roots))
+	for i, raw := range *r.Roots {
+		var w struct {
+			URI  *string         `json:"uri"`
+			Name *string         `json:"name"`
+			Meta json.RawMessage `json:"_meta"`
+		}
+		skip := func(why string) { b.log.Warn("dropped a malformed root", zap.Int("index", i), zap.String("why", why)) }
+		if len(raw) == 0 || raw[0] != '{' {
+			skip("not an object")
+			continue
+		}
+		if err := json.Unmarshal(raw, &w); err != nil {
+			skip(err.Error())
+			continue
+		}
+		if w.URI == nil {
+			skip("no uri")
+			continue
+		}
+		if !utf8.ValidString(*w.URI) || strings.ContainsRune(*w.URI, utf8.RuneError) {
+			skip("uri is not valid utf-8")
+			continue
+		}
+		root := vfs.Root{URI: *w.URI}
+		if w.Name != nil {
+			root.Name = *w.Name
+		}
+		switch {
+		case len(w.Meta) == 0 || string(w.Meta) == "null":
+		case w.Meta[0] == '{':
+			root.Meta = append(json.RawMessage(nil), w.Meta...)
+		default:
+			skip("_meta is not an object")
+			continue
+		}
+		roots = append(roots, root)
+	}
+	return roots, nil
+}
+
+// serverRootsList answers the server's roots/list from the current table, or waits (at most
+// RootsTimeout) for the first roots.
+func (b *Bridge) serverRootsList(e *envelope) {
+	b.mu.Lock()
+	if !b.rootsKnown {
+		if old := b.waiters[e.idKey]; old != nil {
+			old.timer.Stop()
+		}
+		key := e.idKey
+		b.waiters[key] = &waiter{id: e.id, timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.waiterTimedOut(key) })}
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.answerRoots(e.id, e.idKey)
+}
+
+func (b *Bridge) waiterTimedOut(key string) {
+	if b.isDone() {
+		return
+	}
+	b.mu.Lock()
+	w := b.waiters[key]
+	delete(b.waiters, key)
+	b.mu.Unlock()
+	if w != nil {
+		b.log.Warn("roots not known in time; answered the server's roots/list with the current view")
+		b.answerRoots(w.id, key)
+	}
+}
+
+type wireRoot struct {
+	URI  string          `json:"uri"`
+	Name string          `json:"name,omitempty"`
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+func (b *Bridge) answerRoots(id json.RawMessage, key string) {
+	entries := b.opts.View.Table().Entries()
+	res := struct {
+		Roots []wireRoot `json:"roots"`
+	}{Roots: make([]wireRoot, 0, len(entries))}
+	for _, e := range entries {
+		res.Roots = append(res.Roots, wireRoot{URI: e.ViewURI(), Name: e.Root.Name, Meta: e.Root.Meta})
+	}
+	body, err := json.Marshal(res)
+	if err != nil { // only a corrupt _meta could do this; answer without metadata
+		for i := range res.Roots {
+			res.Roots[i].Meta = nil
+		}
+		body, _ = json.Marshal(res)
+	}
+	b.mu.Lock()
+	if !b.answeredSet[key] {
+		if len(b.answered) >= answeredMemory {
+			delete(b.answeredSet, b.answered[0])
+			b.answered = b.answered[1:]
+		}
+		b.answered = append(b.answered, key)
+		b.answeredSet[key] = true
+	}
+	b.mu.Unlock()
+	b.sendServer(resultReply(id, body))
+}
+
+// swallowCancel reports whether a server's notifications/cancelled refers to a roots/list that
+// rootfs answered or is holding; a held one is dropped unanswered.
+func (b *Bridge) swallowCancel(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w := b.waiters[key]; w != nil {
+		w.timer.Stop()
+		delete(b.waiters, key)
+		return true
+	}
+	return b.answeredSet[key]
+}

@@ -1,0 +1,392 @@
+package mcpbridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// Methods rootfs owns.
+const (
+	methodInitialize   = "initialize"
+	methodInitialized  = "notifications/initialized"
+	methodRootsList    = "roots/list"
+	methodRootsChanged = "notifications/roots/list_changed"
+	methodCancelled    = "notifications/cancelled"
+	methodDiscover     = "server/discover"
+)
+
+func (b *Bridge) clientLoop() {
+	lr := newLineReader(b.opts.ClientIn, b.opts.MaxLine)
+	for {
+		line, err := lr.next()
+		if b.isDone() {
+			return
+		}
+		if errors.Is(err, errLineTooLong) {
+			b.log.Warn("refused an oversized message from the client", zap.Int("max_line", b.opts.MaxLine))
+			b.sendClient(errorReply(nil, codeInvalidRequest,
+				fmt.Sprintf("message too large: over %d bytes; rootfs refuses larger lines (raise --max-line)", b.opts.MaxLine)))
+			continue
+		}
+		if err != nil {
+			b.end(true, err)
+			return
+		}
+		b.handleClientLine(line)
+	}
+}
+
+func (b *Bridge) serverLoop() {
+	lr := newLineReader(b.opts.ServerOut, b.opts.MaxLine)
+	for {
+		line, err := lr.next()
+		if b.isDone() {
+			return
+		}
+		if errors.Is(err, errLineTooLong) {
+			b.log.Warn("dropped an oversized message from the server", zap.Int("max_line", b.opts.MaxLine))
+			continue
+		}
+		if err != nil {
+			b.end(false, err)
+			return
+		}
+		b.handleServerLine(line)
+	}
+}
+
+// forward queues bytes for the other side, blocking while that side's queue is full.
+func forward(q *outQueue, msg []byte) {
+	_ = q.push(withNewline(msg), true) // fails only once the bridge is shutting down
+}
+
+// route is what handling one message decided.
+type route struct {
+	fwd   []byte // bytes to forward (the message itself, or an edited copy); nil: not forwarded
+	reply []byte // rootfs's own reply to the sender (ends in '\n'); nil: none
+	after func() // run after fwd is queued
+}
+
+func (b *Bridge) handleClientLine(line []byte) {
+	t := trimmed(line)
+	if len(t) == 0 {
+		return
+	}
+	if !json.Valid(t) {
+		err := syntaxError(t)
+		b.log.Warn("client sent a line that is not json", zap.Error(err), zap.String("line", lineSnippet(t)))
+		b.sendClient(errorReply(nil, codeParseError, "parse error: "+err.Error()))
+		return
+	}
+	if t[0] == '[' {
+		b.clientBatch(t)
+		return
+	}
+	r := b.routeClient(t)
+	if r.fwd != nil {
+		forward(b.toServer, r.fwd)
+	}
+	if r.reply != nil {
+		b.sendClient(r.reply)
+	}
+	if r.after != nil {
+		r.after()
+	}
+}
+
+func (b *Bridge) clientBatch(t []byte) {
+	els := elements(t)
+	if len(els) == 0 {
+		b.sendClient(errorReply(nil, codeInvalidRequest, "invalid request: empty batch"))
+		return
+	}
+	var fwds, replies [][]byte
+	var afters []func()
+	verbatim := true
+	for _, el := range els {
+		r := b.routeClient(el)
+		if r.fwd == nil || !sameBytes(r.fwd, el) {
+			verbatim = false
+		}
+		if r.fwd != nil {
+			fwds = append(fwds, r.fwd)
+		}
+		if r.reply != nil {
+			replies = append(replies, r.reply)
+		}
+		if r.after != nil {
+			afters = append(afters, r.after)
+		}
+	}
+	switch {
+	case verbatim:
+		forward(b.toServer, t)
+	case len(fwds) > 0:
+		forward(b.toServer, arrayOf(fwds))
+	}
+	if len(replies) > 0 {
+		b.sendClient(withNewline(arrayOf(trimNewlines(replies))))
+	}
+	for _, f := range afters {
+		f()
+	}
+}
+
+// routeClient decides what to do with one message (a JSON value) from the client.
+func (b *Bridge) routeClient(el []byte) route {
+	if el[0] != '{' {
+		return route{reply: errorReply(nil, codeInvalidRequest, "invalid request: a message must be a JSON object")}
+	}
+	e, err := parseValid(el)
+	if err != nil {
+		b.log.Warn("client sent an invalid message", zap.Error(err), zap.String("line", lineSnippet(el)))
+		return route{reply: errorReply(nil, codeInvalidRequest, err.Error())}
+	}
+	switch e.kind {
+	case kindRequest:
+		if b.ours(e.idStr) {
+			return route{reply: errorReply(e.id, codeInvalidRequest, "invalid request: ids starting with "+b.prefix+" are rootfs's own")}
+		}
+		switch e.method {
+		case methodDiscover:
+			// Force the legacy era (initialize) until modern-era bridging exists.
+			return route{reply: errorReply(e.id, codeMethodNotFound, "method not found: server/discover (rootfs speaks the initialize handshake)")}
+		case methodInitialize:
+			fwd := b.editInitialize(e)
+			b.addPending(e)
+			return route{fwd: fwd}
+		}
+		b.addPending(e)
+		return route{fwd: el}
+	case kindNotification:
+		switch e.method {
+		case methodInitialized:
+			return route{fwd: el, after: b.onInitialized}
+		case methodRootsChanged:
+			return route{after: b.requestFetch}
+		case methodCancelled:
+			key, idStr, ok := requestIDKey(e.params)
+			if ok && b.ours(idStr) {
+				return route{}
+			}
+			if ok {
+				b.mu.Lock()
+				delete(b.pending, key)
+				b.mu.Unlock()
+			}
+		}
+		return route{fwd: el}
+	default: // response
+		if e.id == nil {
+			b.log.Warn("dropped an error reply with a null id from the client", zap.String("line", lineSnippet(el)))
+			return route{}
+		}
+		if b.ours(e.idStr) {
+			return route{after: func() { b.handleFetchReply(e) }}
+		}
+		return route{fwd: el}
+	}
+}
+
+func (b *Bridge) ours(idStr string) bool {
+	return len(idStr) >= len(b.prefix) && idStr[:len(b.prefix)] == b.prefix
+}
+
+func (b *Bridge) addPending(e *envelope) {
+	b.mu.Lock()
+	b.pending[e.idKey] = e.id
+	b.mu.Unlock()
+}
+
+// editInitialize returns the initialize message with params.capabilities.roots set to
+// {"listChanged":true}, every other byte unchanged, and notes what the client declared.
+func (b *Bridge) editInitialize(e *envelope) []byte {
+	pm := find(e.members, "params")
+	if pm == nil || e.raw[pm.valStart] != '{' {
+		b.log.Warn("initialize without params object; forwarded unchanged")
+		return e.raw
+	}
+	params := e.raw[pm.valStart:pm.valEnd]
+	pms, err := members(params)
+	if err != nil {
+		b.log.Warn("initialize params refused; forwarded unchanged", zap.Error(err))
+		return e.raw
+	}
+	newCaps := []byte(`{"roots":{"listChanged":true}}`)
+	declared, listChanged := false, false
+	if cm := find(pms, "capabilities"); cm != nil && params[cm.valStart] == '{' {
+		caps := params[cm.valStart:cm.valEnd]
+		if cms, err := members(caps); err == nil {
+			if rm := find(cms, "roots"); rm != nil && caps[rm.valStart] == '{' {
+				declared = true
+				if rms, err := members(caps[rm.valStart:rm.valEnd]); err == nil {
+					if lm := find(rms, "listChanged"); lm != nil {
+						listChanged = string(caps[rm.valStart:rm.valEnd][lm.valStart:lm.valEnd]) == "true"
+					}
+				}
+			}
+			newCaps = setMember(caps, cms, "roots", []byte(`{"listChanged":true}`))
+		}
+	}
+	b.mu.Lock()
+	b.clientRoots, b.clientListChanged = declared, listChanged
+	b.mu.Unlock()
+	b.log.Info("client initialize", zap.Bool("roots", declared), zap.Bool("list_changed", listChanged))
+	newParams := setMember(params, pms, "capabilities", newCaps)
+	return splice(e.raw, pm.valStart, pm.valEnd, newParams)
+}
+
+func (b *Bridge) handleServerLine(line []byte) {
+	t := trimmed(line)
+	if len(t) == 0 {
+		return
+	}
+	if !json.Valid(t) {
+		b.log.Warn("dropped a line from the server that is not json", zap.String("line", lineSnippet(t)))
+		return
+	}
+	if t[0] == '[' {
+		els := elements(t)
+		var fwds [][]byte
+		verbatim := len(els) > 0
+		for _, el := range els {
+			r := b.routeServer(el)
+			if r.fwd == nil || !sameBytes(r.fwd, el) {
+				verbatim = false
+			}
+			if r.fwd != nil {
+				fwds = append(fwds, r.fwd)
+			}
+		}
+		switch {
+		case verbatim:
+			forward(b.toClient, t)
+		case len(fwds) > 0:
+			forward(b.toClient, arrayOf(fwds))
+		}
+		return
+	}
+	if r := b.routeServer(t); r.fwd != nil {
+		forward(b.toClient, r.fwd)
+	}
+}
+
+// routeServer decides what to do with one message from the server. Replies rootfs makes to the
+// server are queued directly.
+func (b *Bridge) routeServer(el []byte) route {
+	if el[0] != '{' {
+		b.log.Warn("dropped a message from the server that is not an object", zap.String("line", lineSnippet(el)))
+		return route{}
+	}
+	e, err := parseValid(el)
+	if err != nil {
+		b.log.Warn("dropped an invalid message from the server", zap.Error(err), zap.String("line", lineSnippet(el)))
+		return route{}
+	}
+	switch e.kind {
+	case kindRequest:
+		if e.method == methodRootsList {
+			b.serverRootsList(e)
+			return route{}
+		}
+		return route{fwd: el}
+	case kindNotification:
+		if e.method == methodCancelled {
+			if key, _, ok := requestIDKey(e.params); ok && b.swallowCancel(key) {
+				return route{}
+			}
+		}
+		return route{fwd: el}
+	default:
+		if e.id == nil {
+			b.log.Warn("dropped an error reply with a null id from the server", zap.String("line", lineSnippet(el)))
+			return route{}
+		}
+		b.mu.Lock()
+		_, ok := b.pending[e.idKey]
+		delete(b.pending, e.idKey)
+		b.mu.Unlock()
+		if !ok {
+			b.log.Warn("dropped a reply from the server to no pending request", zap.String("id", string(e.id)))
+			return route{}
+		}
+		return route{fwd: el}
+	}
+}
+
+// requestIDKey reads params.requestId of a notifications/cancelled.
+func requestIDKey(params json.RawMessage) (key, idStr string, ok bool) {
+	if len(params) == 0 || params[0] != '{' {
+		return "", "", false
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
+		return "", "", false
+	}
+	id := p.RequestID
+	switch c := id[0]; {
+	case c == '"':
+		s, err := decodeString(id)
+		if err != nil {
+			return "", "", false
+		}
+		return "s:" + s, s, true
+	case isInteger(id):
+		return "n:" + string(id), "", true
+	}
+	return "", "", false
+}
+
+// elements splits a valid JSON array into its element values.
+func elements(b []byte) [][]byte {
+	i := skipSpace(b, 0) + 1
+	var out [][]byte
+	for {
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] == ']' {
+			return out
+		}
+		j := skipValue(b, i)
+		out = append(out, b[i:j])
+		i = skipSpace(b, j)
+		if i < len(b) && b[i] == ',' {
+			i++
+		}
+	}
+}
+
+func arrayOf(els [][]byte) []byte {
+	n := 2
+	for _, e := range els {
+		n += len(e) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, e := range els {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']')
+}
+
+func trimNewlines(ms [][]byte) [][]byte {
+	out := make([][]byte, len(ms))
+	for i, m := range ms {
+		if n := len(m); n > 0 && m[n-1] == '\n' {
+			m = m[:n-1]
+		}
+		out[i] = m
+	}
+	return out
+}
+
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
