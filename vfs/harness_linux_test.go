@@ -21,6 +21,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -116,6 +118,22 @@ func serveMain(cfgJSON string) int {
 					continue
 				}
 				fmt.Println("ok")
+			case "fds":
+				// Descriptors left after the garbage collector ran the
+				// cleanups of unreachable nodes.
+				for range 3 {
+					runtime.GC()
+					time.Sleep(50 * time.Millisecond)
+				}
+				// Pipes are go-fuse's splice pool, not nodes.
+				es, _ := os.ReadDir("/proc/self/fd")
+				n := 0
+				for _, e := range es {
+					if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); !strings.HasPrefix(l, "pipe:") {
+						n++
+					}
+				}
+				fmt.Println(n)
 			default:
 				fmt.Println("err unknown command")
 			}
@@ -226,6 +244,21 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// fds returns how many descriptors (other than pipes) the server holds
+// after garbage collection.
+func (s *server) fds() int {
+	s.t.Helper()
+	fmt.Fprintln(s.in, "fds")
+	if !s.out.Scan() {
+		s.t.Fatal("server gone")
+	}
+	n, err := strconv.Atoi(s.out.Text())
+	if err != nil {
+		s.t.Fatalf("fds: %q", s.out.Text())
+	}
+	return n
 }
 
 // swap asks the server to swap to these roots and returns after the

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
 // TestViewSwap: two readers of a surviving root see no error while the set
@@ -418,4 +420,43 @@ func TestViewPassthrough(t *testing.T) {
 	}
 	var st unix.Stat_t
 	wantErrno(t, "fstat of a revoked passthrough handle", unix.Fstat(int(f.Fd()), &st), syscall.EIO)
+}
+
+// TestViewDescriptorsReturn: the daemon's descriptors return to their
+// baseline once the kernel forgets the nodes of a removed root (security
+// battery F6): one O_PATH descriptor per node is not a leak.
+func TestViewDescriptorsReturn(t *testing.T) {
+	testutil.Short(t)
+	h := hostTree(t)
+	a := mkdir(t, filepath.Join(h, "a"))
+	b := mkdir(t, filepath.Join(h, "b"))
+	const files = 500
+	for i := range files {
+		write(t, filepath.Join(b, "d", fmt.Sprintf("f%d", i)), "x")
+	}
+	s := serve(t, serveConfig{Roots: []string{a}})
+	base := s.fds()
+	for round := range 3 {
+		s.swap(a, b)
+		for i := range files {
+			if _, err := os.ReadFile(filepath.Join(s.Mnt, "b", "d", fmt.Sprintf("f%d", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("round %d: %d descriptors while %d files are cached (base %d)", round, s.fds(), files, base)
+		s.swap(a)
+		// Make the kernel forget the removed root's inodes (FORGET).
+		os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0)
+	}
+	var after int
+	for range 20 {
+		os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0)
+		if after = s.fds(); after <= base+2 {
+			break
+		}
+	}
+	t.Logf("descriptors: base %d, after 3 rounds of %d files and removal %d", base, files, after)
+	if after > base+2 {
+		t.Errorf("the daemon holds %d descriptors, %d more than before: nodes leak", after, after-base)
+	}
 }
