@@ -237,7 +237,7 @@ func (b *Bridge) serverRootsList(e *envelope) {
 			old.timer.Stop()
 		}
 		key := e.idKey
-		b.waiters[key] = &waiter{id: e.id, timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.waiterTimedOut(key) })}
+		b.waiters[key] = &waiter{id: append(json.RawMessage(nil), e.id...), timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.waiterTimedOut(key) })}
 		b.mu.Unlock()
 		return
 	}

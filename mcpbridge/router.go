@@ -197,7 +197,7 @@ func (b *Bridge) ours(idStr string) bool {
 
 func (b *Bridge) addPending(e *envelope) {
 	b.mu.Lock()
-	b.pending[e.idKey] = e.id
+	b.pending[e.idKey] = append(json.RawMessage(nil), e.id...) // e.id points into the line buffer
 	b.mu.Unlock()
 }
 
