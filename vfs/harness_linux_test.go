@@ -85,6 +85,7 @@ func serveMain(cfgJSON string) int {
 		opts = v.MountOptions()
 	}
 	opts.AllowOther = true
+	opts.Debug = os.Getenv("ROOTFS_VFS_DEBUG") != ""
 	opts.DirectMount = true
 	srv, err := fs.Mount(cfg.Mnt, root, opts)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -351,5 +352,38 @@ func TestViewHostSymlinks(t *testing.T) {
 	cmd.Run()
 	if strings.Contains(buf.String(), "SECRET") {
 		t.Errorf("secret served through a host symlink")
+	}
+}
+
+// TestViewHostFIFO: a FIFO the host puts where the kernel expected nothing
+// (a cached negative entry) is not opened by the daemon, which would block
+// (security battery D21).
+func TestViewHostFIFO(t *testing.T) {
+	h := hostTree(t)
+	r := mkdir(t, filepath.Join(h, "r"))
+	s := serve(t, serveConfig{Roots: []string{r}, CacheTimeout: time.Hour})
+	p := filepath.Join(s.Mnt, "r", "p")
+	if _, err := os.Stat(p); !errors.Is(err, syscall.ENOENT) {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(r, "p"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Logf("create over a host FIFO: %v", err)
+		if err == nil {
+			t.Errorf("create over a host FIFO succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the daemon blocked opening a host FIFO")
 	}
 }

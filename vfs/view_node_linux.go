@@ -419,8 +419,22 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 			return nil, nil, err
 		}
 		// It exists and the caller did not ask for O_EXCL: open it, and do
-		// not take it over.
-		fd, err = openat(n.fd, name, of, 0)
+		// not take it over. O_NONBLOCK so that a FIFO the host put there
+		// cannot block the daemon; only a regular file is kept.
+		fd, err = openat(n.fd, name, of|unix.O_NONBLOCK, 0)
+		if err == nil {
+			var st syscall.Stat_t
+			if err = syscall.Fstat(fd, &st); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+				err = syscall.EACCES
+			}
+			if err == nil && of&unix.O_NONBLOCK == 0 {
+				_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, of&^(unix.O_ACCMODE|unix.O_CREAT|unix.O_EXCL|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC))
+			}
+			if err != nil {
+				unix.Close(fd)
+			}
+			break
+		}
 		if !errors.Is(err, syscall.ENOENT) {
 			break
 		}
