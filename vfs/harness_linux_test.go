@@ -175,14 +175,14 @@ func (l *loopbackTop) OnAdd(ctx context.Context) {
 
 // server is a running serve subprocess.
 type server struct {
-	t     testing.TB
-	Mnt   string
+	t   testing.TB
+	Mnt string
 	// Passthrough: the kernel granted FUSE passthrough and the view uses it.
 	Passthrough bool
-	cmd   *exec.Cmd
-	in    *os.File
-	out   *bufio.Scanner
-	errLn *lockedWriter
+	cmd         *exec.Cmd
+	in          *os.File
+	out         *bufio.Scanner
+	errLn       *lockedWriter
 }
 
 // serve mounts a view (or the loopback control) in a subprocess and returns
