@@ -234,6 +234,23 @@ func TestViewReadWrite(t *testing.T) {
 		}
 		f.Close()
 	}
+	// copy_file_range between two files of the root
+	write(t, filepath.Join(r, "src"), "copy me")
+	if in, err := os.Open(filepath.Join(m, "src")); err == nil {
+		out, err := os.Create(filepath.Join(m, "dst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := unix.CopyFileRange(int(in.Fd()), nil, int(out.Fd()), nil, 64, 0)
+		if err != nil || n != 7 {
+			t.Errorf("copy_file_range = %d, %v", n, err)
+		}
+		in.Close()
+		out.Close()
+		if got := readFile(t, filepath.Join(r, "dst")); got != "copy me" {
+			t.Errorf("copied %q", got)
+		}
+	}
 	// suid is cleared on write (CAP_HANDLE_KILLPRIV_V2 makes it our job)
 	sp := write(t, filepath.Join(r, "suid"), "x")
 	os.Chmod(sp, 0o4755)
