@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/posixtest"
 )
@@ -17,19 +18,20 @@ import (
 var posixSkip = map[string]string{}
 
 // TestPosix runs go-fuse's POSIX suite against an entry of the view, each
-// case in a fresh directory of the root, with strict revocation (the
-// default) and with passthrough.
+// case in a fresh directory of the root: with strict revocation and 1s
+// caching (the defaults), with passthrough, and with 1h caching (which is
+// only correct if the view's own changes keep the kernel's caches right).
 func TestPosix(t *testing.T) {
-	for _, pt := range []bool{false, true} {
-		name := "strict"
-		if pt {
-			name = "passthrough"
-		}
-		t.Run(name, func(t *testing.T) { posixSuite(t, pt) })
+	for _, tc := range []struct {
+		name        string
+		passthrough bool
+		cache       time.Duration
+	}{{"strict", false, 0}, {"passthrough", true, 0}, {"cache-1h", false, time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) { posixSuite(t, tc.passthrough, tc.cache) })
 	}
 }
 
-func posixSuite(t *testing.T, passthrough bool) {
+func posixSuite(t *testing.T, passthrough bool, cache time.Duration) {
 	h := hostTree(t)
 	r := mkdir(t, filepath.Join(h, "r"))
 	var cases []string
@@ -40,7 +42,7 @@ func posixSuite(t *testing.T, passthrough bool) {
 	for _, name := range cases {
 		mkdir(t, filepath.Join(r, name))
 	}
-	s := serve(t, serveConfig{Roots: []string{r}, Passthrough: passthrough})
+	s := serve(t, serveConfig{Roots: []string{r}, Passthrough: passthrough, CacheTimeout: cache})
 	for _, name := range cases {
 		t.Run(name, func(t *testing.T) {
 			if why, ok := posixSkip[name]; ok {
