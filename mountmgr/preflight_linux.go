@@ -1,0 +1,174 @@
+package mountmgr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/internal/seccomp"
+)
+
+// Finding is one preflight result. Fatal findings mean `rootfs run` refuses.
+type Finding struct {
+	Name   string // "userns", "sandbox", "fuse", "seccomp", "landlock"
+	OK     bool
+	Fatal  bool   // when !OK: run cannot work (as opposed to weaker containment)
+	Detail string // one line: what was found
+	Fix    string // one line: how to enable it, when !OK
+}
+
+func (f Finding) String() string {
+	if f.OK {
+		return fmt.Sprintf("%s: ok (%s)", f.Name, f.Detail)
+	}
+	if f.Fix == "" {
+		return fmt.Sprintf("%s: %s", f.Name, f.Detail)
+	}
+	return fmt.Sprintf("%s: %s; %s", f.Name, f.Detail, f.Fix)
+}
+
+// Preflight checks what `rootfs run` needs on this machine for the
+// current user, by trying it: a probe child (this binary, hidden stage)
+// is started in new user (when not root), mount and PID namespaces and
+// mounts a tmpfs and a proc there. It also checks /dev/fuse, seccomp and
+// Landlock. It never changes the host.
+func Preflight() []Finding {
+	var out []Finding
+	out = append(out, probeNamespaces())
+	if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
+		out = append(out, Finding{Name: "fuse", Fatal: true, Detail: "cannot open /dev/fuse: " + errText(err),
+			Fix: "load the fuse module (modprobe fuse) and make /dev/fuse readable and writable by this user (mode 0666 is the usual default)"})
+	} else {
+		f.Close()
+		out = append(out, Finding{Name: "fuse", OK: true, Detail: "/dev/fuse opens read-write"})
+	}
+	if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
+		out = append(out, Finding{Name: "seccomp", Fatal: true, Detail: "seccomp unavailable: " + errText(err), Fix: "use a kernel built with CONFIG_SECCOMP_FILTER"})
+	} else if mode != 0 {
+		out = append(out, Finding{Name: "seccomp", OK: true, Detail: "filter mode already active (stacked filters are fine)"})
+	} else if _, err := seccomp.Program(); err != nil {
+		out = append(out, Finding{Name: "seccomp", Fatal: true, Detail: err.Error()})
+	} else {
+		out = append(out, Finding{Name: "seccomp", OK: true, Detail: "filter builds for this architecture"})
+	}
+	if abi := linux.LandlockABI(); abi >= 6 {
+		out = append(out, Finding{Name: "landlock", OK: true, Detail: "abi " + strconv.Itoa(abi) + ": abstract unix sockets and signals scoped"})
+	} else {
+		out = append(out, Finding{Name: "landlock", Detail: fmt.Sprintf("abi %d (< 6): abstract unix sockets of the host stay reachable unless --no-network", abi),
+			Fix: "use Linux 6.12+ with landlock in the lsm= list, or pass --no-network"})
+	}
+	return out
+}
+
+// PreflightError returns the first fatal finding as an error wrapping
+// ErrUnsupported (one line), or nil.
+func PreflightError(fs []Finding) error {
+	for _, f := range fs {
+		if !f.OK && f.Fatal {
+			return fmt.Errorf("%w: %s", ErrUnsupported, f.String())
+		}
+	}
+	return nil
+}
+
+func errText(err error) string {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e.Error()
+	}
+	return err.Error()
+}
+
+func probeNamespaces() Finding {
+	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	var stderr bytes.Buffer
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{"rootfs-probe"}, Env: []string{envStage + "=" + stageProbe},
+		Dir: "/", Stderr: &stderr, SysProcAttr: attr}
+	err := cmd.Run()
+	name := "sandbox"
+	if os.Geteuid() != 0 {
+		name = "userns"
+	}
+	if err == nil {
+		return Finding{Name: name, OK: true, Detail: "new user/mount/pid/ipc/uts/net namespaces, tmpfs and proc mounts work"}
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return Finding{Name: name, Fatal: true, Detail: "mounting in a new namespace failed: " + strings.TrimSpace(stderr.String()),
+			Fix: "run outside a container that forbids mounts, or give it a fully visible /proc"}
+	}
+	return userNSFinding(err)
+}
+
+// userNSFinding explains a refused clone(CLONE_NEWUSER|...).
+func userNSFinding(err error) Finding {
+	f := Finding{Name: "userns", Fatal: true, Detail: "cannot create namespaces: " + errText(err)}
+	if os.Geteuid() == 0 {
+		f.Name = "sandbox"
+		f.Fix = "run on a host (or a privileged container) that allows CLONE_NEWNS and CLONE_NEWPID"
+		return f
+	}
+	read := func(p string) string {
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
+	}
+	switch {
+	case read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+		f.Detail = "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)"
+		f.Fix = "enable them: sudo sysctl -w kernel.unprivileged_userns_clone=1, or run rootfs as root"
+	case read("/proc/sys/user/max_user_namespaces") == "0":
+		f.Detail = "user namespaces are disabled (user.max_user_namespaces=0)"
+		f.Fix = "enable them: sudo sysctl -w user.max_user_namespaces=15000, or run rootfs as root"
+	case read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+		f.Detail = "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)"
+		f.Fix = "add an AppArmor profile granting 'userns,' to the rootfs binary, or sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or run rootfs as root"
+	case errors.Is(err, unix.ENOSPC):
+		f.Detail = "the user namespace limit is reached (ENOSPC)"
+		f.Fix = "raise it: sudo sysctl -w user.max_user_namespaces=15000"
+	default:
+		f.Fix = "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces>0, no AppArmor/seccomp policy denying them), or run rootfs as root"
+	}
+	return f
+}
+
+func userNSError(err error) error {
+	return fmt.Errorf("%w: %s", ErrUnsupported, userNSFinding(err).String())
+}
+
+// runProbe is the preflight child: already in the new namespaces.
+func runProbe() {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := linux.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		fail(err)
+	}
+	dir := filepath.Join(os.TempDir(), "rootfs-probe-"+strconv.Itoa(os.Getpid()))
+	// Mount over the host's /tmp in this private namespace only, so the
+	// probe creates nothing on the host.
+	if err := linux.Mount("tmpfs", os.TempDir(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=64k"); err != nil {
+		fail(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		fail(err)
+	}
+	if err := linux.Mount("proc", dir, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		fail(err)
+	}
+	os.Exit(0)
+}

@@ -1,0 +1,415 @@
+package mountmgr
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/internal/testutil"
+)
+
+// p1Config is what the test tells P1 (the test binary re-exec'd by
+// RunDaemon) to do: stand in for the lead's `rootfs run` in P1 with a
+// tmpfs holding the placeholders in place of the FUSE view.
+type p1Config struct {
+	Data   string // host dir that appears as the root entry /data
+	Spec   Spec   // NewRoot is filled in by P1
+	Action string // "" (wait for the server) or "stop"
+}
+
+const (
+	envHelper = "ROOTFS_TEST_HELPER"
+	envP1     = "ROOTFS_TEST_P1"
+)
+
+func TestMain(m *testing.M) {
+	MaybeRunStage()
+	if InDaemon() {
+		os.Exit(p1Main())
+	}
+	switch os.Getenv(envHelper) {
+	case "p0":
+		code, err := RunDaemon(DaemonOptions{Args: []string{"-test.run=^$"}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "p0:", err)
+		}
+		os.Exit(code)
+	case "victim":
+		for {
+			time.Sleep(time.Hour)
+		}
+	case "preflight":
+		json.NewEncoder(os.Stdout).Encode(Preflight())
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func p1Main() int {
+	var cfg p1Config
+	if err := json.Unmarshal([]byte(os.Getenv(envP1)), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "p1: config:", err)
+		return 125
+	}
+	mnt, cleanup, err := PrivateMountDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "p1:", err)
+		return 125
+	}
+	defer cleanup()
+	spec := cfg.Spec
+	spec.NewRoot = mnt
+	if err := PreparePlaceholders(mnt, Placeholders(&spec)); err != nil {
+		fmt.Fprintln(os.Stderr, "p1:", err)
+		return 125
+	}
+	if cfg.Data != "" {
+		d := filepath.Join(mnt, "data")
+		if err := os.Mkdir(d, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "p1:", err)
+			return 125
+		}
+		if err := linux.Mount(cfg.Data, d, "", unix.MS_BIND, ""); err != nil {
+			fmt.Fprintln(os.Stderr, "p1:", err)
+			return 125
+		}
+	}
+	for i, a := range spec.Argv {
+		spec.Argv[i] = strings.ReplaceAll(a, "{P1PID}", strconv.Itoa(os.Getpid()))
+	}
+	srv, err := StartServer(context.Background(), &spec, ServerOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "p1:", err)
+		var ee *ExecError
+		if errors.As(err, &ee) {
+			return ee.Code
+		}
+		return 125
+	}
+	srv.Stdin.Close()
+	if cfg.Action == "stop" {
+		start := time.Now()
+		code := srv.Stop(200 * time.Millisecond)
+		fmt.Printf("stopped %d in %s\n", code, time.Since(start).Round(time.Millisecond))
+		return 0
+	}
+	io.Copy(os.Stdout, srv.Stdout)
+	return srv.Wait()
+}
+
+// fixture is the host side of a sandbox test.
+type fixture struct {
+	base    string // world-readable dir under /var/tmp (same fs as /usr)
+	bin     string // dir holding the probe (the command's dir: bound read-only)
+	probe   string
+	data    string // the root entry /data
+	secret  string
+	token   string
+	handle  string
+	marker  string
+	victim  *exec.Cmd
+	sock    string
+	abstr   string
+	secretD *os.File
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	base, err := os.MkdirTemp("/var/tmp", "rootfs-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	f := &fixture{base: base, bin: filepath.Join(base, "bin"), data: filepath.Join(base, "data")}
+	for _, d := range []string{f.bin, f.data, filepath.Join(base, "secret")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(f.data, 0o777)
+	f.probe = filepath.Join(f.bin, "probe")
+	build := exec.Command("go", "build", "-o", f.probe, "github.com/rootfs-dev/rootfs/internal/probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build probe: %v\n%s", err, out)
+	}
+	// A setuid-root copy of the probe inside the root entry (A10).
+	b, _ := os.ReadFile(f.probe)
+	suid := filepath.Join(f.data, "suid-probe")
+	if err := os.WriteFile(suid, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(suid, 0, 0)
+	if err := unix.Chmod(suid, 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	var rnd [8]byte
+	f.token = fmt.Sprintf("T1-%x", time.Now().UnixNano())
+	f.marker = "rootfs-canary-proc-" + hex.EncodeToString(rnd[:]) + strconv.Itoa(os.Getpid())
+	f.secret = filepath.Join(base, "secret", "secret")
+	if err := os.WriteFile(f.secret, []byte(f.token+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, f.secret, 0)
+	if err == nil {
+		f.handle = fmt.Sprintf("%d:%s", h.Type(), hex.EncodeToString(h.Bytes()))
+	}
+	f.secretD, err = os.Open(filepath.Dir(f.secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.secretD.Close() })
+	// The victim: a host process of the same uid (B1, B2, B5, B9).
+	f.victim = exec.Command(os.Args[0], "-test.run=^$", f.marker)
+	f.victim.Env = append(os.Environ(), envHelper+"=victim")
+	if err := f.victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.victim.Process.Kill(); f.victim.Wait() })
+	// Host sockets answering the token (E5, E6).
+	f.sock = filepath.Join(os.TempDir(), fmt.Sprintf("rootfs-canary-%d.sock", os.Getpid()))
+	f.abstr = fmt.Sprintf("rootfs-canary-%d", os.Getpid())
+	for _, addr := range []string{f.sock, "@" + f.abstr} {
+		os.Remove(addr)
+		l, err := net.Listen("unix", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintln(c, f.token)
+				c.Close()
+			}
+		}()
+	}
+	t.Cleanup(func() { os.Remove(f.sock) })
+	return f
+}
+
+func (f *fixture) probeArgs(victims string) []string {
+	return []string{"run", "-secret", f.secret, "-token", f.token, "-handle", f.handle, "-victims", victims,
+		"-marker", reverse(f.marker), "-sock", f.sock, "-abstract", f.abstr, "-suid", "/data/suid-probe", "-rootdir", "/data"}
+}
+
+type probeResult struct {
+	Case    string `json:"case"`
+	Escaped bool   `json:"escaped"`
+	Detail  string `json:"detail"`
+}
+
+func parseResults(t *testing.T, out string) map[string]probeResult {
+	t.Helper()
+	res := map[string]probeResult{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r probeResult
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("probe output %q: %v", sc.Text(), err)
+		}
+		res[r.Case] = r
+	}
+	return res
+}
+
+// openPTY returns a pty master and its slave (E1 needs a real terminal).
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s
+}
+
+// runSandbox runs P0 (the test binary) -> P1 -> P2 -> P3 = argv.
+type sandboxRun struct {
+	cfg        p1Config
+	extraFiles []*os.File
+	stderr     *os.File // nil: a pipe, logged
+	cred       *syscall.Credential
+	exe        string // test binary to run (a copy for the unprivileged test)
+}
+
+func runSandbox(t *testing.T, r sandboxRun) (string, int) {
+	t.Helper()
+	cfgJSON, _ := json.Marshal(r.cfg)
+	exe := r.exe
+	if exe == "" {
+		exe = os.Args[0]
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHelper+"=p0", envP1+"="+string(cfgJSON), "ROOTFS_CANARY_ENV=T4")
+	cmd.ExtraFiles = r.extraFiles
+	var stderr bytes.Buffer
+	if r.stderr != nil {
+		cmd.Stderr = r.stderr
+	} else {
+		cmd.Stderr = &stderr
+	}
+	if r.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.cred}
+	}
+	out, err := cmd.Output()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if stderr.Len() > 0 {
+		t.Logf("sandbox stderr:\n%s", stderr.String())
+	}
+	return string(out), code
+}
+
+func (f *fixture) spec(args ...string) Spec {
+	env, _ := BuildEnv(func(string) string { return "" }, nil, nil)
+	return Spec{Argv: append([]string{f.probe}, args...), Env: env, TmpSize: "16m"}
+}
+
+// allCases must match internal/probe's list: a case missing from the
+// output fails the test.
+var allCases = []string{
+	"caps", "chroot", "dotdot", "cwd", "fds", "setns", "mount", "fsopen", "open_tree", "mknod", "suid", "nosuid",
+	"pids", "procroot", "proccwd", "procfd", "ptrace", "process_vm_readv", "kill",
+	"unshare", "clone_userns", "open_by_handle_at", "keyctl", "syscalls",
+	"tiocsti", "env", "unix_path", "unix_abstract", "sys", "shadow", "proc_sys_write", "sysrq",
+}
+
+// controlUnavailable lists cases whose target a host may lack (containers
+// mask /proc/sysrq-trigger); their control is skipped only on ENOENT.
+var controlUnavailable = map[string]string{"sysrq": "/proc/sysrq-trigger absent"}
+
+func reverse(s string) string {
+	b := []byte(s)
+	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+		b[i], b[j] = b[j], b[i]
+	}
+	return string(b)
+}
+
+// TestProbeBattery runs the escape probe outside (negative control: each
+// case must escape there, showing the attack is real) and inside the
+// sandbox (each must be contained).
+func TestProbeBattery(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	victim := strconv.Itoa(f.victim.Process.Pid)
+
+	// Outside, as root, with a terminal on stdin and a leaked dir fd.
+	master, slave := openPTY(t)
+	var ttyMu sync.Mutex
+	var tty bytes.Buffer
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := master.Read(b)
+			ttyMu.Lock()
+			tty.Write(b[:n])
+			ttyMu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		ttyMu.Lock()
+		defer ttyMu.Unlock()
+		if tty.Len() > 0 {
+			t.Logf("terminal (stderr of the sandbox):\n%s", tty.String())
+		}
+	}()
+	outside := exec.Command(f.probe, f.probeArgs(victim)...)
+	outside.Args = append(outside.Args[:0:0], outside.Args...)
+	for i, a := range outside.Args {
+		if a == "/data/suid-probe" {
+			outside.Args[i] = filepath.Join(f.data, "suid-probe")
+		}
+		if a == "/data" {
+			outside.Args[i] = f.data
+		}
+	}
+	outside.Env = append(os.Environ(), "ROOTFS_CANARY_ENV=T4")
+	outside.Stdin = slave
+	outside.Stderr = os.Stderr
+	outside.ExtraFiles = []*os.File{f.secretD}
+	outOut, err := outside.Output()
+	if err != nil {
+		t.Fatalf("outside probe: %v", err)
+	}
+	out := parseResults(t, string(outOut))
+	// The setuid case needs an unprivileged caller to mean anything.
+	suidCmd := exec.Command(f.probe, "case", "suid", "-suid", filepath.Join(f.data, "suid-probe"))
+	suidCmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if b, err := suidCmd.Output(); err == nil {
+		for k, v := range parseResults(t, string(b)) {
+			out[k] = v
+		}
+	} else {
+		t.Errorf("outside suid probe as nobody: %v", err)
+	}
+
+	// Inside: stderr is the terminal (what P3 inherits), the dir fd leaks into P0.
+	spec := f.spec(f.probeArgs(victim + ",{P1PID}")...)
+	inOut, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec}, extraFiles: []*os.File{f.secretD}, stderr: slave})
+	if code != 0 {
+		t.Fatalf("sandboxed probe exit status %d, output:\n%s", code, inOut)
+	}
+	in := parseResults(t, inOut)
+
+	for _, c := range allCases {
+		o, ok1 := out[c]
+		i, ok2 := in[c]
+		if !ok1 || !ok2 {
+			t.Errorf("%s: missing result (outside %v, inside %v)", c, ok1, ok2)
+			continue
+		}
+		if !o.Escaped && controlUnavailable[c] != "" && strings.Contains(o.Detail, "ENOENT") {
+			t.Logf("%s: no negative control on this host (%s): %s", c, controlUnavailable[c], o.Detail)
+		} else if !o.Escaped {
+			t.Errorf("%s: negative control did not escape outside the sandbox, so the case proves nothing: %s", c, o.Detail)
+		}
+		if i.Escaped {
+			t.Errorf("%s: ESCAPED inside the sandbox: %s", c, i.Detail)
+		}
+		t.Logf("%-18s outside: %-7v inside: contained=%v  (%s)", c, o.Escaped, !i.Escaped, i.Detail)
+	}
+}

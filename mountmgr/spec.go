@@ -1,0 +1,369 @@
+package mountmgr
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Sentinel errors; callers branch on them with errors.Is.
+var (
+	// ErrCommandNotFound: COMMAND does not exist (exit status 127).
+	ErrCommandNotFound = errors.New("command not found")
+	// ErrCommandNotExecutable: COMMAND exists but cannot be run (exit status 126).
+	ErrCommandNotExecutable = errors.New("command not executable")
+	// ErrBadSpec: a flag or spec value is invalid (exit status 125).
+	ErrBadSpec = errors.New("bad sandbox spec")
+	// ErrSetup: the sandbox could not be built (exit status 125). The
+	// message is one line from the stage that failed.
+	ErrSetup = errors.New("sandbox setup failed")
+	// ErrUnsupported: the kernel or policy forbids what the sandbox needs;
+	// the message says what is missing and how to enable it (exit status 125).
+	ErrUnsupported = errors.New("sandbox unsupported here")
+)
+
+// Bind is one --bind or --ro-bind: Source on the host appears at Dest
+// (absolute, in the sandbox; empty means the same path as Source).
+type Bind struct {
+	Source   string `json:"source"`
+	Dest     string `json:"dest"`
+	ReadOnly bool   `json:"readOnly"`
+}
+
+// ParseBind parses "SRC[:DST]" (SRC must be absolute; DST defaults to SRC).
+func ParseBind(s string, readOnly bool) (Bind, error) {
+	src, dst, _ := strings.Cut(s, ":")
+	if !filepath.IsAbs(src) {
+		return Bind{}, fmt.Errorf("%w: bind source %q must be an absolute path", ErrBadSpec, src)
+	}
+	if dst == "" {
+		dst = src
+	}
+	if !filepath.IsAbs(dst) {
+		return Bind{}, fmt.Errorf("%w: bind destination %q must be an absolute path", ErrBadSpec, dst)
+	}
+	b := Bind{Source: filepath.Clean(src), Dest: filepath.Clean(dst), ReadOnly: readOnly}
+	if b.Dest == "/" {
+		return Bind{}, fmt.Errorf("%w: bind destination may not be /", ErrBadSpec)
+	}
+	return b, nil
+}
+
+// DefaultRuntimeDirs are bind-mounted read-only, as they exist on the host
+// (a host symlink such as /bin -> usr/bin stays a symlink).
+var DefaultRuntimeDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+
+// DefaultEtcFiles is the short list of /etc entries (relative to /etc)
+// bound read-only into the sandbox's /etc tmpfs: loader, resolver, users,
+// CA certificates, alternatives and time zone. Not shadow files, not
+// /etc/ssl/private, not the whole of /etc.
+var DefaultEtcFiles = []string{
+	"ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+	"resolv.conf", "hosts", "host.conf", "nsswitch.conf", "gai.conf", "services", "protocols",
+	"passwd", "group",
+	"ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf", "pki/tls/certs",
+	"alternatives", "localtime", "timezone", "mime.types",
+}
+
+// Spec says what to run and what it may see. The zero values of the
+// optional fields mean the defaults documented on each.
+type Spec struct {
+	// NewRoot is the directory (in P1's mount namespace) that becomes the
+	// server's "/": the FUSE view, or in tests a plain directory or tmpfs
+	// holding the placeholders from Placeholders.
+	NewRoot string `json:"newRoot"`
+	// Argv is the command; Argv[0] is the absolute host path from
+	// ResolveCommand. Its directory is bound read-only when it lies outside
+	// the runtime directories.
+	Argv []string `json:"argv"`
+	// Env is the server's whole environment (see BuildEnv). Nothing of
+	// rootfs's own environment is passed.
+	Env []string `json:"env"`
+	// Dir is the server's working directory in the sandbox; "" means "/".
+	Dir string `json:"dir"`
+	// Binds are the extra --bind/--ro-bind mounts, applied after the runtime.
+	Binds []Bind `json:"binds"`
+	// NoNetwork gives the server a new network namespace with only lo.
+	NoNetwork bool `json:"noNetwork"`
+	// RuntimeDirs replaces DefaultRuntimeDirs when non-nil.
+	RuntimeDirs []string `json:"runtimeDirs"`
+	// EtcFiles replaces DefaultEtcFiles when non-nil.
+	EtcFiles []string `json:"etcFiles"`
+	// TmpSize is the size= of the private /tmp tmpfs; "" means "256m".
+	TmpSize string `json:"tmpSize"`
+}
+
+func (s *Spec) runtimeDirs() []string {
+	if s.RuntimeDirs != nil {
+		return s.RuntimeDirs
+	}
+	return DefaultRuntimeDirs
+}
+
+func (s *Spec) etcFiles() []string {
+	if s.EtcFiles != nil {
+		return s.EtcFiles
+	}
+	return DefaultEtcFiles
+}
+
+func (s *Spec) tmpSize() string {
+	if s.TmpSize != "" {
+		return s.TmpSize
+	}
+	return "256m"
+}
+
+// Placeholder is one top-level entry the view must provide before the
+// sandbox starts: an empty directory to mount on, or a symlink that
+// mirrors the host's (Symlink is its target, e.g. "usr/bin").
+type Placeholder struct {
+	Name    string
+	Symlink string
+}
+
+// sandboxDirs are always provided and always mounted by P2.
+var sandboxDirs = []string{"etc", "dev", "proc", "tmp"}
+
+// Placeholders lists the top-level names the view must reserve for spec,
+// sorted by name: the runtime directories as they exist on the host
+// (symlinks stay symlinks), etc, dev, proc, tmp, and the top-level of every
+// bind destination and of COMMAND's directory when outside the runtime.
+// It reads the host (lstat), so call it in P0 or P1 before building the view.
+func Placeholders(spec *Spec) []Placeholder {
+	seen := map[string]Placeholder{}
+	for _, d := range spec.runtimeDirs() {
+		name := topLevel(d)
+		fi, err := os.Lstat(d)
+		if err != nil || name == "" {
+			continue
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 && filepath.Dir(filepath.Clean(d)) == "/" {
+			target, err := os.Readlink(d)
+			if err == nil {
+				seen[name] = Placeholder{Name: name, Symlink: target}
+				continue
+			}
+		}
+		if fi.IsDir() {
+			seen[name] = Placeholder{Name: name}
+		}
+	}
+	for _, n := range sandboxDirs {
+		seen[n] = Placeholder{Name: n}
+	}
+	for _, b := range spec.allBinds() {
+		n := topLevel(b.Dest)
+		if _, ok := seen[n]; !ok && n != "" {
+			seen[n] = Placeholder{Name: n}
+		}
+	}
+	out := make([]Placeholder, 0, len(seen))
+	for _, p := range seen {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ReservedNames is Placeholders reduced to names, for vfs.TableOptions.Reserved.
+func ReservedNames(spec *Spec) []string {
+	var out []string
+	for _, p := range Placeholders(spec) {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// PreparePlaceholders creates the placeholders in a plain directory (tests,
+// or a tmpfs standing in for the view).
+func PreparePlaceholders(dir string, ps []Placeholder) error {
+	for _, p := range ps {
+		path := filepath.Join(dir, p.Name)
+		var err error
+		if p.Symlink != "" {
+			err = os.Symlink(p.Symlink, path)
+		} else {
+			err = os.Mkdir(path, 0o755)
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("placeholder: %w", err)
+		}
+	}
+	return nil
+}
+
+func topLevel(p string) string {
+	p = strings.TrimPrefix(filepath.Clean(p), "/")
+	n, _, _ := strings.Cut(p, "/")
+	return n
+}
+
+// underRuntime reports whether p lies in a runtime placeholder (host
+// directory or symlink), i.e. is reachable without an extra bind.
+func (s *Spec) underRuntime(p string) bool {
+	n := topLevel(p)
+	for _, d := range s.runtimeDirs() {
+		if topLevel(d) == n {
+			return true
+		}
+	}
+	return false
+}
+
+// allBinds is Binds plus read-only binds of COMMAND's directory (and of the
+// directory of its symlink target) when outside the runtime directories.
+func (s *Spec) allBinds() []Bind {
+	binds := append([]Bind(nil), s.Binds...)
+	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
+		return binds
+	}
+	dirs := []string{filepath.Dir(s.Argv[0])}
+	if r, err := filepath.EvalSymlinks(s.Argv[0]); err == nil {
+		dirs = append(dirs, filepath.Dir(r))
+	}
+	for _, d := range dirs {
+		if s.underRuntime(d) {
+			continue
+		}
+		dup := false
+		for _, b := range binds {
+			if b.Dest == d || strings.HasPrefix(d, b.Dest+"/") {
+				dup = true
+			}
+		}
+		if !dup {
+			binds = append(binds, Bind{Source: d, Dest: d, ReadOnly: true})
+		}
+	}
+	return binds
+}
+
+// Validate refuses a spec that cannot be built, before anything is cloned.
+func (s *Spec) Validate() error {
+	if s.NewRoot == "" || !filepath.IsAbs(s.NewRoot) {
+		return fmt.Errorf("%w: new root %q must be an absolute path", ErrBadSpec, s.NewRoot)
+	}
+	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
+		return fmt.Errorf("%w: command must be an absolute path (use ResolveCommand)", ErrBadSpec)
+	}
+	for _, b := range s.Binds {
+		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Dest) || filepath.Clean(b.Dest) == "/" {
+			return fmt.Errorf("%w: bind %s:%s needs absolute paths and a destination other than /", ErrBadSpec, b.Source, b.Dest)
+		}
+		switch topLevel(b.Dest) {
+		case "proc", "dev":
+			return fmt.Errorf("%w: bind destination %s: /proc and /dev are built by rootfs", ErrBadSpec, b.Dest)
+		}
+		if _, err := os.Stat(b.Source); err != nil {
+			return fmt.Errorf("%w: bind source: %v", ErrBadSpec, err)
+		}
+	}
+	for _, kv := range s.Env {
+		if !strings.Contains(kv, "=") {
+			return fmt.Errorf("%w: environment entry %q is not K=V", ErrBadSpec, kv)
+		}
+	}
+	return nil
+}
+
+// DefaultPath is the server's PATH unless --setenv PATH=... replaces it.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// BuildEnv returns the server's environment: a minimal default (PATH,
+// HOME=/tmp, LANG and TZ copied from host when set, else LANG=C.UTF-8),
+// then setenv ("K=V") applied in order, then unsetenv removed. Nothing else
+// of rootfs's environment reaches the server (security-battery E4).
+func BuildEnv(host func(string) string, setenv, unsetenv []string) ([]string, error) {
+	if host == nil {
+		host = os.Getenv
+	}
+	env := map[string]string{"PATH": DefaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"}
+	order := []string{"PATH", "HOME", "LANG"}
+	for _, k := range []string{"LANG", "LC_ALL", "TZ"} {
+		if v := host(k); v != "" {
+			if _, ok := env[k]; !ok {
+				order = append(order, k)
+			}
+			env[k] = v
+		}
+	}
+	for _, kv := range setenv {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("%w: --setenv %q must be K=V", ErrBadSpec, kv)
+		}
+		if _, ok := env[k]; !ok {
+			order = append(order, k)
+		}
+		env[k] = v
+	}
+	for _, k := range unsetenv {
+		if k == "" || strings.Contains(k, "=") {
+			return nil, fmt.Errorf("%w: --unsetenv %q must be a variable name", ErrBadSpec, k)
+		}
+		delete(env, k)
+	}
+	out := make([]string, 0, len(env))
+	for _, k := range order {
+		if v, ok := env[k]; ok {
+			out = append(out, k+"="+v)
+			delete(env, k)
+		}
+	}
+	return out, nil
+}
+
+// ResolveCommand finds name on the host: a name with a slash is made
+// absolute, otherwise it is searched in path (the host's PATH). The error
+// wraps ErrCommandNotFound (exit 127) or ErrCommandNotExecutable (126).
+func ResolveCommand(name, path string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("%w: empty command", ErrCommandNotFound)
+	}
+	check := func(p string) error {
+		fi, err := os.Stat(p)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%w: %s", ErrCommandNotFound, p)
+			}
+			return fmt.Errorf("%w: %v", ErrCommandNotExecutable, err)
+		}
+		if fi.IsDir() {
+			return fmt.Errorf("%w: %s is a directory", ErrCommandNotExecutable, p)
+		}
+		if fi.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%w: %s has no execute permission", ErrCommandNotExecutable, p)
+		}
+		return nil
+	}
+	if strings.Contains(name, "/") {
+		p, err := filepath.Abs(name)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrCommandNotFound, err)
+		}
+		return p, check(p)
+	}
+	var firstErr error
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue // relative PATH entries would resolve against rootfs's cwd
+		}
+		p := filepath.Join(dir, name)
+		err := check(p)
+		if err == nil {
+			return p, nil
+		}
+		if firstErr == nil && errors.Is(err, ErrCommandNotExecutable) {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return "", fmt.Errorf("%w: %q is not in PATH", ErrCommandNotFound, name)
+}

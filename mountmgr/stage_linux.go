@@ -1,0 +1,234 @@
+package mountmgr
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
+)
+
+// Environment markers of the hidden stages. They are removed from the
+// environment as soon as a stage reads them.
+const (
+	envStage     = "ROOTFS_STAGE"      // "daemon" (P1), "init" (P2), "probe" (preflight)
+	envParentPID = "ROOTFS_PARENT_PID" // pid of the parent, to catch a parent that died before Pdeathsig took effect
+	envSpecFD    = "ROOTFS_SPEC_FD"    // P2: fd of the spec pipe (JSON)
+	envSyncFD    = "ROOTFS_SYNC_FD"    // P2: fd of the report pipe
+)
+
+const (
+	stageDaemon = "daemon"
+	stageInit   = "init"
+	stageProbe  = "probe"
+)
+
+var inDaemon bool
+
+// InDaemon reports whether this process is P1 (MaybeRunStage saw the
+// daemon marker and set the process up).
+func InDaemon() bool { return inDaemon }
+
+// MaybeRunStage must be the first call in main. In P2 (init) and in the
+// preflight probe it runs the stage and never returns. In P1 (daemon) it
+// prepares the process (mount propagation private, not dumpable, inherited
+// fds close-on-exec), sets InDaemon and returns false so that main parses
+// the same arguments again. In P0 it only marks inherited fds >= 3
+// close-on-exec (security-battery A4) and returns false.
+func MaybeRunStage() bool {
+	stage := os.Getenv(envStage)
+	os.Unsetenv(envStage)
+	if stage == "" {
+		_ = linux.CloseExecFrom(3)
+		return false
+	}
+	if p := os.Getenv(envParentPID); p != "" {
+		os.Unsetenv(envParentPID)
+		if strconv.Itoa(os.Getppid()) != p && os.Getppid() != 0 {
+			os.Exit(255) // the parent died before our death signal was armed
+		}
+	}
+	switch stage {
+	case stageDaemon:
+		if err := daemonSetup(); err != nil {
+			fmt.Fprintf(os.Stderr, "rootfs: %v\n", err)
+			os.Exit(125)
+		}
+		inDaemon = true
+		return false
+	case stageInit:
+		runInit() // never returns
+	case stageProbe:
+		runProbe() // never returns
+	}
+	fmt.Fprintf(os.Stderr, "rootfs: unknown stage %q\n", stage)
+	os.Exit(125)
+	return true
+}
+
+// daemonSetup runs first in P1: the mount namespace is new (clone flag), so
+// make every mount private before anything is mounted, then become not
+// dumpable so that nothing of the same uid can ptrace P1 or read its fds.
+func daemonSetup() error {
+	if err := linux.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("%w: make / private: %v", ErrSetup, err)
+	}
+	if err := linux.SetDumpable(false); err != nil {
+		return fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	return linux.CloseExecFrom(3)
+}
+
+// DaemonOptions configures RunDaemon.
+type DaemonOptions struct {
+	// Args are passed to P1 as os.Args[1:]; P1 runs main with them again
+	// (typically the same os.Args[1:] that P0 got).
+	Args []string
+	// Env is P1's environment; nil means os.Environ().
+	Env []string
+	// ExtraFiles are passed to P1 as fd 3, 4, ... (tests only; leave nil).
+	ExtraFiles []*os.File
+	// Logger receives lifecycle messages; nil means none.
+	Logger *zap.Logger
+}
+
+// RunDaemon runs in P0: it starts P1 (this binary again) in a new mount
+// namespace, plus a user namespace mapping the invoking uid and gid to 0
+// when not root, with stdio inherited and SIGKILL as its death signal; it
+// relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to P1, waits and returns P1's
+// exit status (128+n when P1 died of signal n). An error means P1 could
+// not be started; it wraps ErrUnsupported with the fix when the kernel or
+// policy refused the namespaces.
+func RunDaemon(opts DaemonOptions) (int, error) {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	env := opts.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(withoutStageEnv(env), envStage+"="+stageDaemon, envParentPID+"="+strconv.Itoa(os.Getpid()))
+	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() != 0 {
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe", Args: append([]string{"rootfs"}, opts.Args...), Env: env, Dir: "/",
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: opts.ExtraFiles, SysProcAttr: attr,
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	code, err := startAndWait(cmd, sigs, log)
+	if err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EACCES) {
+			return 125, userNSError(err)
+		}
+		return 125, fmt.Errorf("%w: start namespace daemon: %v", ErrSetup, err)
+	}
+	return code, nil
+}
+
+// startAndWait starts cmd from a goroutine locked to its thread for the
+// child's whole life: Pdeathsig fires when the *thread* that forked exits,
+// and the Go runtime may retire an unlocked thread.
+func startAndWait(cmd *exec.Cmd, sigs <-chan os.Signal, log *zap.Logger) (int, error) {
+	type result struct {
+		code int
+		err  error
+	}
+	started := make(chan error, 1)
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		done <- result{exitCode(cmd.ProcessState), err}
+	}()
+	if err := <-started; err != nil {
+		return 0, err
+	}
+	log.Debug("namespace daemon started", zap.Int("pid", cmd.Process.Pid))
+	for {
+		select {
+		case s := <-sigs:
+			log.Debug("relaying signal", zap.String("signal", s.String()))
+			_ = cmd.Process.Signal(s)
+		case r := <-done:
+			return r.code, nil
+		}
+	}
+}
+
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return 125
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+func withoutStageEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "ROOTFS_STAGE=") || strings.HasPrefix(kv, "ROOTFS_PARENT_PID=") ||
+			strings.HasPrefix(kv, "ROOTFS_SPEC_FD=") || strings.HasPrefix(kv, "ROOTFS_SYNC_FD=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// PrivateMountDir runs in P1: it creates a fresh directory under
+// os.TempDir(), mounts a small tmpfs on it (mode 0700) in P1's private
+// namespace, and returns mnt = <dir>/root, an empty directory on that tmpfs
+// where the FUSE view is to be mounted. The host sees only an empty
+// directory. cleanup unmounts the tmpfs and removes the directory; if P1 is
+// killed, the namespace and its mounts vanish with it and only the empty
+// directory remains.
+func PrivateMountDir() (mnt string, cleanup func(), err error) {
+	if !inDaemon {
+		return "", nil, fmt.Errorf("%w: PrivateMountDir must run in the namespace daemon (P1)", ErrSetup)
+	}
+	dir, err := os.MkdirTemp("", "rootfs-")
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	if err := linux.Mount("rootfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=64k"); err != nil {
+		os.Remove(dir)
+		return "", nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	mnt = filepath.Join(dir, "root")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		_ = linux.Unmount(dir, unix.MNT_DETACH)
+		os.Remove(dir)
+		return "", nil, fmt.Errorf("%w: %v", ErrSetup, err)
+	}
+	return mnt, func() {
+		_ = linux.Unmount(dir, unix.MNT_DETACH)
+		_ = os.Remove(dir)
+	}, nil
+}
