@@ -21,6 +21,13 @@
 // node identities (go-fuse StableAttr.Gen is the root's incarnation), so a
 // change through one entry cannot redirect another.
 //
+// A root may be a directory or a single regular file; roots on kernel file
+// systems (proc, sys, cgroup, ...) are refused when the table is built, and
+// a lookup that would cross from a root into one of them is EACCES. The
+// daemon never opens anything but regular files and directories (a FIFO
+// met by create is opened non-blocking and refused), and device nodes cannot
+// be created through the view.
+//
 // The synthetic top level is read-only (EPERM for every change) and lists the
 // entries in table order followed by the placeholders of [Options]. Entries
 // whose name is reserved by a placeholder or by go-fuse
@@ -36,7 +43,8 @@
 // # Errors
 //
 // The node methods work with Go errors; one function (toErrno) turns them
-// into the errno the kernel sees. syscall.Errno values pass unchanged,
+// into the errno the kernel sees. Links and renames across roots are EXDEV;
+// any change at the top level is EPERM. syscall.Errno values pass unchanged,
 // [ErrRevoked] becomes EIO, context.Canceled becomes EINTR, and anything
 // unrecognised is logged and becomes EIO. With [Options].ReadOnly every
 // mutating operation, and every open for writing or truncation, is EROFS.
@@ -53,6 +61,11 @@
 // dentry. Swap must not be called from inside a FUSE request handler of this
 // view (the kernel notification would deadlock), and a View can be mounted
 // once.
+//
+// Each node holds one O_PATH descriptor while the kernel remembers it; the
+// descriptor is closed by a runtime cleanup once go-fuse has forgotten the
+// node, so a descriptor number is never closed (and reused) under a node
+// that an operation could still reach.
 //
 // Revocation is strict by default: file I/O goes through the daemon, which
 // refuses it once the root is gone. [Options].Passthrough turns on FUSE

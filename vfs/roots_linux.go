@@ -3,6 +3,7 @@
 package vfs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -16,7 +17,18 @@ func closeFD(fd int) error { return unix.Close(fd) }
 // resolve opens p (following symlinks), pins it as O_PATH and records what it
 // is. Only directories and regular files can be roots.
 func resolve(p string) (*Entry, error) {
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	// Symlinks are followed, magic links (/proc/self/root, /dev/fd/N) are
+	// not: they name whatever the daemon's own process happens to hold.
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	}
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%w: %s goes through a /proc magic link or too many symlinks", ErrBadRoot, p)
+	}
 	if err != nil {
 		return nil, describe("open", p, err)
 	}

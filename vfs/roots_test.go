@@ -139,7 +139,7 @@ func TestBuildTableAllow(t *testing.T) {
 }
 
 func TestBuildTableRefusesKernelFS(t *testing.T) {
-	tab := BuildTable([]Root{{URI: "/proc"}, {URI: "file:///proc/self/root"}, {URI: "/sys"}}, TableOptions{})
+	tab := BuildTable([]Root{{URI: "/proc"}, {URI: "file:///proc/self/root"}, {URI: "/sys"}, {URI: "/dev/fd/0"}}, TableOptions{})
 	defer tab.Close()
 	var bad int
 	for _, s := range tab.Skipped() {
@@ -147,9 +147,9 @@ func TestBuildTableRefusesKernelFS(t *testing.T) {
 			bad++
 		}
 	}
-	// /proc/self/root resolves to "/", which is data (policy on "/" is the
-	// caller's); /proc and /sys are refused.
-	if bad != 2 {
-		t.Fatalf("skipped %v, want /proc and /sys refused", tab.Skipped())
+	// /proc and /sys are kernel interfaces; /proc/self/root and /dev/fd/0
+	// are magic links that would name whatever the daemon holds.
+	if bad != 4 || len(tab.Entries()) != 0 {
+		t.Fatalf("entries %v, skipped %v: want all four refused as bad roots", tab.Entries(), tab.Skipped())
 	}
 }
