@@ -1,0 +1,85 @@
+package mcpbridge
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/rootfs-dev/rootfs/vfs"
+	"go.uber.org/zap"
+)
+
+const benchRequest = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"/proj/src/main.go","head":40}}}` + "\n"
+const benchReply = `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"package main\n\nfunc main() {}\n"}],"isError":false}}` + "\n"
+
+// echoServer answers every line read from r with benchReply on w.
+func echoServer(r io.Reader, w io.Writer) {
+	s := bufio.NewReader(r)
+	for {
+		if _, err := s.ReadSlice('\n'); err != nil {
+			return
+		}
+		if _, err := io.WriteString(w, benchReply); err != nil {
+			return
+		}
+	}
+}
+
+func mustPipe(b *testing.B) (*os.File, *os.File) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// roundTrips sends a request on w and reads the reply from r, b.N times.
+func roundTrips(b *testing.B, w io.Writer, r io.Reader) {
+	br := bufio.NewReader(r)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := io.WriteString(w, benchRequest); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := br.ReadSlice('\n'); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkForward measures a forwarded request round trip over OS pipes: Direct is client ⇄
+// server; Bridge is client ⇄ bridge ⇄ server (two more pipe hops and the router, each way).
+func BenchmarkForward(b *testing.B) {
+	b.Run("Direct", func(b *testing.B) {
+		reqR, reqW := mustPipe(b)
+		repR, repW := mustPipe(b)
+		go echoServer(reqR, repW)
+		roundTrips(b, reqW, repR)
+	})
+	b.Run("Bridge", func(b *testing.B) {
+		cinR, cinW := mustPipe(b)
+		coutR, coutW := mustPipe(b)
+		sinR, sinW := mustPipe(b)
+		soutR, soutW := mustPipe(b)
+		go echoServer(sinR, soutW)
+		br, err := New(Options{
+			ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR,
+			View: newTestView(nil), Build: func([]vfs.Root) *vfs.Table { return vfs.EmptyTable() },
+			Logger: zap.NewNop(),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- br.Run(ctx) }()
+		roundTrips(b, cinW, coutR)
+		b.StopTimer()
+		cancel()
+		<-done
+	})
+}

@@ -1,0 +1,123 @@
+package mcpbridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rootfs-dev/rootfs/vfs"
+	"go.uber.org/zap"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Close() error { return nil }
+
+// fuzzBridge is a Bridge whose handlers are driven directly, with both outputs captured.
+func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
+	toClient, toServer := &syncBuffer{}, &syncBuffer{}
+	b, err := New(Options{
+		ClientIn: strings.NewReader(""), ClientOut: toClient,
+		ServerIn: toServer, ServerOut: strings.NewReader(""),
+		View:         newTestView(nil),
+		Build:        func([]vfs.Root) *vfs.Table { return vfs.EmptyTable() }, // no I/O on fuzzed URIs
+		RootsTimeout: time.Hour,
+		Logger:       zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.toClient = newOutQueue(toClient, 1<<20, nil)
+	b.toServer = newOutQueue(toServer, 1<<20, nil)
+	return b, toClient, toServer
+}
+
+// FuzzRouter feeds lines to both sides of the router. Each input line's first byte picks the side
+// (even: from the client, odd: from the server); "PFX" is replaced by rootfs's id prefix so the
+// fuzzer can aim at rootfs's own ids. Properties: no panic; every line written to either peer is
+// a valid JSON-RPC message or batch of them (nothing that failed to parse is forwarded); nothing
+// written to the server carries a rootfs id.
+func FuzzRouter(f *testing.F) {
+	for _, s := range []string{
+		"0" + `{"jsonrpc":"2.0","id":"PFX1","result":{"roots":[{"uri":"file:///x"}]}}`,
+		"0" + `{"jsonrpc":"2.0","id":"PFX1","method":"ping"}`,
+		"0" + `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":"PFX1","result":{"roots":[]}}]`,
+		"0" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"PFX1"}}`,
+		"0" + `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` + "\n0" + `{"jsonrpc":"2.0","id":"PFX2","error":{"code":-32601,"message":"x"}}`,
+		"0" + `{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`,
+		"0" + `{"jsonrpc":"2.0","id":1,"method":`,
+		"0" + `{"jsonrpc":"2.0","id":"PFX\u0031","result":{}}`,
+		"0" + `{"jsonrpc":"2.0","id":"\u0050FX1","method":"x"}`,
+		"1" + `{"jsonrpc":"2.0","id":9,"method":"roots/list"}` + "\n1" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`,
+		"1" + `[{"jsonrpc":"2.0","id":"PFX1","result":{}},{"jsonrpc":"2.0","id":2,"method":"roots/list"}]`,
+		"1Server started on stdio",
+		"0" + `[{"jsonrpc":"2.0","id":"a","method":"server/discover"},"x",[]]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, toClient, toServer := fuzzBridge(t)
+		// Start initialized with a roots-declaring client, so rootfs has a request outstanding.
+		b.handleClientLine([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`))
+		b.handleClientLine([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			side, msg := line[0], bytes.ReplaceAll(line[1:], []byte("PFX"), []byte(b.prefix))
+			if side%2 == 0 {
+				b.handleClientLine(msg)
+			} else {
+				b.handleServerLine(msg)
+			}
+		}
+		b.toClient.closeAfterDrain(time.Minute)
+		b.toServer.closeAfterDrain(time.Minute)
+		b.stopTimers()
+		check := func(who string, out []byte, noRootfsIDs bool) {
+			for _, l := range bytes.Split(out, []byte("\n")) {
+				if len(l) == 0 {
+					continue
+				}
+				if !json.Valid(l) {
+					t.Fatalf("to %s: invalid JSON %q", who, l)
+				}
+				els := [][]byte{trimmed(l)}
+				if els[0][0] == '[' {
+					els = elements(els[0])
+				}
+				for _, el := range els {
+					e, err := parseMessage(el)
+					if err != nil {
+						t.Fatalf("to %s: forwarded a message that does not parse: %q: %v", who, el, err)
+					}
+					if !noRootfsIDs {
+						continue
+					}
+					if b.ours(e.idStr) || strings.Contains(e.idStr, b.prefix) {
+						t.Fatalf("to %s: rootfs id leaked: %q", who, el)
+					}
+					if e.method == methodCancelled {
+						if _, s, ok := requestIDKey(e.params); ok && b.ours(s) {
+							t.Fatalf("to %s: cancel of a rootfs id leaked: %q", who, el)
+						}
+					}
+				}
+			}
+		}
+		check("server", toServer.b.Bytes(), true)
+		check("client", toClient.b.Bytes(), false)
+	})
+}
