@@ -53,6 +53,10 @@
 // messages block while the queue is full (backpressure to their sender), but messages rootfs
 // makes itself never block, so a reader never waits on the writer of the other direction. Without
 // that, a server blocked writing its stdout while rootfs blocked writing its stdin would deadlock.
+// A server that stops reading its stdin does stall the client's forwarded traffic (and with it
+// rootfs's reading of the client, so a client EOF is noticed only once the queue moves); the
+// caller's SIGTERM handling cancels Run's context, which closes the server's stdin regardless.
+// Run waits for a handler in progress before it returns, so nothing calls the View afterwards.
 package mcpbridge
 
 import (
@@ -68,6 +72,7 @@ import (
 	"time"
 
 	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 )
 
@@ -144,6 +149,10 @@ type Bridge struct {
 	ended    chan endCause // first side to end
 	done     chan struct{} // closed when Run returns; late handlers do nothing
 	ran      atomic.Bool
+	closing  chan struct{} // closed when Run starts shutting down
+	// hmu is held (shared) while a line or timer is handled and taken exclusively by Run before it
+	// returns, so that no handler touches the View after Run returned.
+	hmu sync.RWMutex
 
 	// mu guards the fields that follow. Lock order: mu, then an outQueue's mu.
 	mu sync.Mutex
@@ -179,6 +188,13 @@ type endCause struct {
 	err    error
 }
 
+// AddFlags registers the bridge's tunables (--roots-timeout, --max-line) on f, with their defaults.
+func (o *Options) AddFlags(f *pflag.FlagSet) {
+	f.DurationVar(&o.RootsTimeout, "roots-timeout", defaultRootsTimeout,
+		"how long to wait for the client's roots/list answer before keeping the previous view")
+	f.IntVar(&o.MaxLine, "max-line", DefaultMaxLine, "largest MCP message accepted, in bytes")
+}
+
 // New checks opts and returns a Bridge.
 func New(opts Options) (*Bridge, error) {
 	switch {
@@ -209,6 +225,7 @@ func New(opts Options) (*Bridge, error) {
 		prefix:      "rootfs-" + hex.EncodeToString(nonce[:]) + "-",
 		ended:       make(chan endCause, 4),
 		done:        make(chan struct{}),
+		closing:     make(chan struct{}),
 		pending:     map[string]json.RawMessage{},
 		waiters:     map[string]*waiter{},
 		answeredSet: map[string]bool{},
@@ -239,8 +256,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		cause = endCause{client: true, err: ctx.Err()}
 	}
+	close(b.closing)
 	b.stopTimers()
 	start := time.Now()
+	defer func() {
+		// Queues are stopped by now, so a handler blocked on one has returned or will.
+		b.hmu.Lock()
+		b.hmu.Unlock() //nolint:staticcheck // a barrier: wait for handlers in progress
+	}()
 	if cause.client {
 		// Deliver what the server should still see (a last notification), then close its
 		// stdin: that is the spec's first shutdown step. Also flush replies to the client
@@ -275,7 +298,7 @@ func (b *Bridge) end(client bool, err error) {
 
 func (b *Bridge) isDone() bool {
 	select {
-	case <-b.done:
+	case <-b.closing:
 		return true
 	default:
 		return false

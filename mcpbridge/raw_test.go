@@ -1,8 +1,10 @@
 package mcpbridge
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -483,4 +485,32 @@ func TestStaticRootsPathForm(t *testing.T) {
 	if h.logs.FilterMessage("root skipped").Len() != 1 {
 		t.Error("the missing static root was not logged")
 	}
+}
+
+func TestContextCancelClosesServerStdin(t *testing.T) {
+	// Peers that do nothing: Run still ends on cancel, and the server's stdin is closed.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runAgain(ctx, t) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// runAgain runs a second bridge on fresh pipes that nobody serves and returns Run's result.
+func runAgain(ctx context.Context, t *testing.T) error {
+	cinR, _ := io.Pipe()
+	_, coutW := io.Pipe()
+	sinR, sinW := io.Pipe()
+	soutR, _ := io.Pipe()
+	b, err := New(Options{ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR, View: newTestView(nil), Build: build})
+	if err != nil {
+		return err
+	}
+	err = b.Run(ctx)
+	if _, rerr := sinR.Read(make([]byte, 1)); rerr != io.EOF {
+		t.Errorf("server stdin not closed: %v", rerr)
+	}
+	return err
 }

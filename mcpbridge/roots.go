@@ -61,6 +61,8 @@ func (b *Bridge) startFetchLocked() {
 }
 
 func (b *Bridge) fetchTimedOut(id string) {
+	b.hmu.RLock()
+	defer b.hmu.RUnlock()
 	if b.isDone() {
 		return
 	}
@@ -246,6 +248,8 @@ func (b *Bridge) serverRootsList(e *envelope) {
 }
 
 func (b *Bridge) waiterTimedOut(key string) {
+	b.hmu.RLock()
+	defer b.hmu.RUnlock()
 	if b.isDone() {
 		return
 	}

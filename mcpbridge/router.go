@@ -35,7 +35,11 @@ func (b *Bridge) clientLoop() {
 			b.end(true, err)
 			return
 		}
-		b.handleClientLine(line)
+		b.hmu.RLock()
+		if !b.isDone() {
+			b.handleClientLine(line)
+		}
+		b.hmu.RUnlock()
 	}
 }
 
@@ -54,7 +58,11 @@ func (b *Bridge) serverLoop() {
 			b.end(false, err)
 			return
 		}
-		b.handleServerLine(line)
+		b.hmu.RLock()
+		if !b.isDone() {
+			b.handleServerLine(line)
+		}
+		b.hmu.RUnlock()
 	}
 }
 
