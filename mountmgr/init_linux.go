@@ -397,8 +397,16 @@ func apply(root string, op mountOp) error {
 		}
 		defer done()
 		if op.kind == "proc" {
-			// hidepid=invisible: the server does not even see P2 (not dumpable).
-			return linux.Mount("proc", t, "proc", commonFlags|unix.MS_NOEXEC, "hidepid=invisible")
+			// hidepid=invisible: the server does not even see P2 (not
+			// dumpable). Members of the gid= group are exempt, and it
+			// defaults to gid 0, the server's group as real root: name a
+			// group the server is not in. In a user namespace 65534 may be
+			// unmapped (EINVAL), but there the server's gid is not host 0.
+			err := linux.Mount("proc", t, "proc", commonFlags|unix.MS_NOEXEC, "hidepid=invisible,gid=65534")
+			if errors.Is(err, unix.EINVAL) {
+				err = linux.Mount("proc", t, "proc", commonFlags|unix.MS_NOEXEC, "hidepid=invisible")
+			}
+			return err
 		}
 		flags := uintptr(commonFlags)
 		if !op.rw {

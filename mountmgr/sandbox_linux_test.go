@@ -413,3 +413,378 @@ func TestProbeBattery(t *testing.T) {
 		t.Logf("%-18s outside: %-7v inside: contained=%v  (%s)", c, o.Escaped, !i.Escaped, i.Detail)
 	}
 }
+
+// TestMountTable checks /proc/self/mountinfo inside the sandbox against the
+// expected list (security-battery A1): no host path but the runtime binds,
+// the command's directory and the roots, every mount nosuid, and the
+// runtime read-only.
+func TestMountTable(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	spec := f.spec("mountinfo")
+	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec}})
+	if code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	t.Logf("mountinfo inside:\n%s", out)
+	want := map[string]bool{"/": true, "/etc": true, "/dev": true, "/dev/shm": true, "/proc": true, "/tmp": true,
+		"/var": true, f.bin: true, "/data": true}
+	hostOK := map[string]bool{f.bin: true, f.data: true} // host paths allowed as a bind's root
+	for _, d := range DefaultRuntimeDirs {
+		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+			want[d] = true
+			hostOK[d] = true
+		}
+	}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
+		want["/dev/"+d] = true
+	}
+	for _, e := range DefaultEtcFiles {
+		p := filepath.Join("/etc", e)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, _ := filepath.EvalSymlinks(p)
+			if target == "" || strings.HasPrefix(target, "/usr/") {
+				continue // recreated as a symlink into /usr
+			}
+			p = target
+			hostOK[target] = true
+			want[filepath.Join("/etc", e)] = true
+			continue
+		}
+		want[p] = true
+		hostOK[p] = true
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		fields := strings.Fields(l)
+		if len(fields) < 10 {
+			t.Fatalf("bad mountinfo line %q", l)
+		}
+		root, mp, opts := unescapeMountinfo(fields[3]), unescapeMountinfo(fields[4]), fields[5]
+		sep := 6
+		for fields[sep] != "-" {
+			sep++
+		}
+		fstype := fields[sep+1]
+		seen[mp] = true
+		if strings.HasPrefix(mp, "/proc/") {
+			continue // runc-style masks and read-only binds inside the fresh proc
+		}
+		if !want[mp] {
+			t.Errorf("unexpected mount point %s (%s, root %s)", mp, fstype, root)
+		}
+		if fstype == "ext4" || fstype == "xfs" || fstype == "btrfs" || fstype == "overlay" {
+			if !hostOK[root] {
+				t.Errorf("mount %s exposes host path %s", mp, root)
+			}
+		}
+		if !strings.Contains(opts, "nosuid") {
+			t.Errorf("mount %s is not nosuid: %s", mp, opts)
+		}
+		if !strings.HasPrefix(mp, "/dev/") && !strings.Contains(opts, "nodev") {
+			t.Errorf("mount %s is not nodev: %s", mp, opts)
+		}
+		ro := mp == "/etc" || strings.HasPrefix(mp, "/etc/") || mp == "/usr" || mp == "/var" || mp == f.bin || mp == "/dev"
+		if ro && !strings.HasPrefix(opts, "ro") {
+			t.Errorf("mount %s should be read-only: %s", mp, opts)
+		}
+		if mp == "/proc" && !strings.Contains(l, "hidepid=invisible") && !strings.Contains(l, "hidepid=2") {
+			t.Errorf("proc without hidepid: %s", l)
+		}
+	}
+	for mp := range want {
+		if !seen[mp] {
+			t.Errorf("expected mount point %s missing", mp)
+		}
+	}
+}
+
+// TestShellRuns runs a real program from the read-only runtime: it reads
+// and writes the root entry, writes /dev/null and /tmp, resolves a user,
+// and its exit status comes back through P2, P1 and P0.
+func TestShellRuns(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	if err := os.WriteFile(filepath.Join(f.data, "in.txt"), []byte("hello from the root\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := ResolveCommand("sh", DefaultPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, _ := BuildEnv(func(string) string { return "" }, []string{"GREETING=hi"}, nil)
+	spec := Spec{Argv: []string{sh, "-c", `set -e
+cat /data/in.txt
+echo "$GREETING" > /data/out.txt
+echo x > /dev/null
+echo y > /tmp/y
+id -u
+pwd
+ls / | tr '\n' ' '
+echo
+exit 7`}, Env: env}
+	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec}})
+	if code != 7 {
+		t.Fatalf("exit status %d, want 7; output:\n%s", code, out)
+	}
+	if !strings.Contains(out, "hello from the root") {
+		t.Errorf("output %q", out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.data, "out.txt")); string(b) != "hi\n" {
+		t.Errorf("write through the root: %q", b)
+	}
+	t.Logf("output:\n%s", out)
+}
+
+// TestExecErrors: a command that cannot be exec'd inside gives 126, one
+// that vanished gives 127, both as *ExecError from StartServer.
+func TestExecErrors(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	noexec := filepath.Join(f.bin, "noexec")
+	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o755)
+	for _, tc := range []struct {
+		name string
+		argv string
+		want int
+	}{
+		{"not executable", filepath.Join(f.bin, "noexec"), 126},
+		{"missing interpreter", filepath.Join(f.bin, "badinterp"), 127},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.want == 127 {
+				os.WriteFile(tc.argv, []byte("#!/nonexistent/interp\n"), 0o755)
+			} else {
+				os.Chmod(tc.argv, 0o644)
+			}
+			spec := Spec{Argv: []string{tc.argv}}
+			_, code := runSandbox(t, sandboxRun{cfg: p1Config{Spec: spec}})
+			if code != tc.want {
+				t.Errorf("exit status %d, want %d", code, tc.want)
+			}
+		})
+	}
+}
+
+// TestStop: Stop with the server ignoring its closed stdin escalates to
+// SIGTERM (forwarded by P2) and returns 128+15.
+func TestStop(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	spec := f.spec("sleep", "x")
+	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Spec: spec, Action: "stop"}})
+	if code != 0 || !strings.HasPrefix(out, "stopped 143 ") {
+		t.Fatalf("status %d, output %q", code, out)
+	}
+	t.Log(strings.TrimSpace(out))
+}
+
+// TestKill9LeavesNothing: SIGKILL of P0 in the middle of a session takes
+// P1, P2 and the server with it, and no mount appears on the host.
+func TestKill9LeavesNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	hostBefore, _ := os.ReadFile("/proc/self/mountinfo")
+	marker := "kill9-" + reverse(f.marker)
+	spec := f.spec("sleep", marker)
+	cfgJSON, _ := json.Marshal(p1Config{Spec: spec})
+	p0 := exec.Command(os.Args[0], "-test.run=^$")
+	p0.Env = append(os.Environ(), envHelper+"=p0", envP1+"="+string(cfgJSON))
+	p0.Stderr = os.Stderr
+	if err := p0.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p0.Process.Kill(); p0.Wait() })
+	var pids []int
+	deadline := time.Now().Add(20 * time.Second)
+	for len(pids) == 0 {
+		if time.Now().After(deadline) {
+			p0.Process.Kill()
+			t.Fatal("server never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
+		pids = findProcs(marker)
+	}
+	// The chain: P0 -> P1 -> P2 -> server.
+	p1 := childrenOf(p0.Process.Pid)
+	if len(p1) != 1 {
+		t.Fatalf("P0 children: %v", p1)
+	}
+	mi, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", p1[0]))
+	if !bytes.Contains(mi, []byte(" rootfs ")) && !bytes.Contains(mi, []byte("rootfs-")) {
+		t.Errorf("P1's namespace does not show its private tmpfs:\n%s", mi)
+	}
+	chain := append(append([]int{}, p1...), childrenOf(p1[0])...)
+	chain = append(chain, pids...)
+	if err := p0.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p0.Wait()
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var alive []int
+		for _, p := range chain {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); err == nil && !bytes.Contains(b, []byte(") Z ")) {
+				alive = append(alive, p)
+			}
+		}
+		if len(alive) == 0 && len(findProcs(marker)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still alive after kill -9 of P0: %v", alive)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hostAfter, _ := os.ReadFile("/proc/self/mountinfo")
+	if !bytes.Equal(hostBefore, hostAfter) {
+		t.Errorf("host mount table changed:\nbefore:\n%s\nafter:\n%s", hostBefore, hostAfter)
+	}
+	t.Logf("killed P0 %d; P1, P2 and server %v gone; host mount table unchanged", p0.Process.Pid, chain)
+}
+
+func findProcs(marker string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if bytes.Contains(b, []byte(marker)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// childrenOf lists pid's children over all its threads (Go forks from
+// whichever thread runs the goroutine).
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, f := range strings.Fields(string(b)) {
+			n, _ := strconv.Atoi(f)
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// copyTestBinary puts a copy of the test binary where an unprivileged user
+// can execute it.
+func copyTestBinary(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "mountmgr.test")
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var nobody = &syscall.Credential{Uid: 65534, Gid: 65534, NoSetGroups: false, Groups: []uint32{}}
+
+// TestUnprivileged runs the whole chain as uid 65534: P1 in a user
+// namespace (ns root mapped to 65534), the same sandbox, the same probe.
+// Where the machine forbids unprivileged user namespaces, it checks the
+// one-line refusal instead.
+func TestUnprivileged(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	exe := copyTestBinary(t, f.base)
+
+	pf := exec.Command(exe, "-test.run=^$")
+	pf.Env = append(os.Environ(), envHelper+"=preflight")
+	pf.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+	b, err := pf.Output()
+	if err != nil {
+		t.Fatalf("preflight as nobody: %v", err)
+	}
+	var findings []Finding
+	if err := json.Unmarshal(b, &findings); err != nil {
+		t.Fatal(err)
+	}
+	userns := findings[0]
+	t.Logf("preflight as nobody: %v", findings)
+	if userns.Name != "userns" {
+		t.Fatalf("first finding %q, want userns", userns.Name)
+	}
+
+	victim := strconv.Itoa(f.victim.Process.Pid)
+	spec := f.spec(f.probeArgs(victim + ",{P1PID}")...)
+	cfg := p1Config{Data: f.data, Spec: spec}
+	if !userns.OK {
+		// The refusal: exit 125, one line naming what is missing and the fix.
+		cfgJSON, _ := json.Marshal(cfg)
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), envHelper+"=p0", envP1+"="+string(cfgJSON))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 125 {
+			t.Fatalf("want exit 125, got %v", err)
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, userns.Fix) {
+			t.Fatalf("refusal %q does not carry the fix %q", msg, userns.Fix)
+		}
+		t.Logf("unprivileged user namespaces unavailable; refusal: %s", msg)
+		return
+	}
+	inOut, code := runSandbox(t, sandboxRun{cfg: cfg, cred: nobody, exe: exe})
+	if code != 0 {
+		t.Fatalf("sandboxed probe as nobody: exit status %d:\n%s", code, inOut)
+	}
+	in := parseResults(t, inOut)
+
+	// Negative control for the cases an unprivileged user can do outside.
+	outside := exec.Command(f.probe, f.probeArgs(victim)...)
+	outside.Env = append(os.Environ(), "ROOTFS_CANARY_ENV=T4")
+	outside.SysProcAttr = &syscall.SysProcAttr{Credential: nobody}
+	ob, err := outside.Output()
+	if err != nil {
+		t.Fatalf("outside probe as nobody: %v", err)
+	}
+	out := parseResults(t, string(ob))
+	for _, c := range []string{"clone_userns", "pids", "unix_abstract", "env", "syscalls", "keyctl", "dotdot", "cwd"} {
+		if !out[c].Escaped {
+			t.Errorf("%s: negative control as nobody did not escape: %s", c, out[c].Detail)
+		}
+	}
+	for _, c := range allCases {
+		i, ok := in[c]
+		if !ok {
+			t.Errorf("%s: missing", c)
+			continue
+		}
+		if i.Escaped {
+			t.Errorf("%s: ESCAPED inside the unprivileged sandbox: %s", c, i.Detail)
+		}
+		t.Logf("%-18s outside(nobody): %-5v inside: contained=%v  (%s)", c, out[c].Escaped, !i.Escaped, i.Detail)
+	}
+}
+
+// TestPreflightRoot: as root the namespace probe passes.
+func TestPreflightRoot(t *testing.T) {
+	testutil.RequireRoot(t)
+	fs := Preflight()
+	for _, f := range fs {
+		t.Log(f.String())
+	}
+	if fs[0].Name != "sandbox" || !fs[0].OK {
+		t.Fatalf("namespace probe as root: %v", fs[0])
+	}
+}

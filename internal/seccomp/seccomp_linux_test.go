@@ -27,12 +27,14 @@ func tries(dir string) map[string]func() error {
 		"tiocsti":      func() error { return errno(unix.Syscall(unix.SYS_IOCTL, ^uintptr(0), unix.TIOCSTI, 0)) },
 		"tcgets":       func() error { return errno(unix.Syscall(unix.SYS_IOCTL, ^uintptr(0), unix.TCGETS, 0)) },
 		"clone3":       func() error { return errno(unix.Syscall(unix.SYS_CLONE3, 0, 0, 0)) },
-		"clone-newns":  func() error { return errno(unix.Syscall6(unix.SYS_CLONE, unix.CLONE_NEWNS|unix.CLONE_FS, 0, 0, 0, 0, 0)) },
-		"af-packet":    func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_PACKET, 99, 0)) },
-		"af-inet":      func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_INET, 99, 0)) },
-		"mknod-chr":    func() error { return unix.Mknod(filepath.Join(dir, "c"), unix.S_IFCHR|0o600, 0x0103) },
-		"mknod-fifo":   func() error { return unix.Mknod(filepath.Join(dir, "f"), unix.S_IFIFO|0o600, 0) },
-		"personality":  func() error { return errno(unix.Syscall(unix.SYS_PERSONALITY, 0x0040000, 0, 0)) },
+		"clone-newns": func() error {
+			return errno(unix.Syscall6(unix.SYS_CLONE, unix.CLONE_NEWNS|unix.CLONE_FS, 0, 0, 0, 0, 0))
+		},
+		"af-packet":   func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_PACKET, 99, 0)) },
+		"af-inet":     func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_INET, 99, 0)) },
+		"mknod-chr":   func() error { return unix.Mknod(filepath.Join(dir, "c"), unix.S_IFCHR|0o600, 0x0103) },
+		"mknod-fifo":  func() error { return unix.Mknod(filepath.Join(dir, "f"), unix.S_IFIFO|0o600, 0) },
+		"personality": func() error { return errno(unix.Syscall(unix.SYS_PERSONALITY, 0x0040000, 0, 0)) },
 		"persona-query": func() error {
 			_, _, e := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
 			return errno(0, 0, e)
