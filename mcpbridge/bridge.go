@@ -45,7 +45,10 @@
 // # Era
 //
 // The 2026-07-28 era is not bridged yet: server/discover is answered with -32601 so dual-era
-// clients fall back to initialize on the same process.
+// clients fall back to initialize on the same process, and a request whose _meta names
+// protocol version 2026-07-28 or later is refused with -32022 (data.supported lists the legacy
+// versions), so a dual-era server never serves it statelessly, where it would fetch roots from
+// the client through MRTR results around rootfs.
 //
 // # Concurrency and deadlocks
 //
@@ -125,6 +128,8 @@ const (
 	codeInvalidRequest = -32600
 	codeMethodNotFound = -32601
 	codeInternalError  = -32603
+	// codeUnsupportedProtocolVersion is 2026-07-28's UnsupportedProtocolVersion (mcp.CodeUnsupportedProtocolVersion).
+	codeUnsupportedProtocolVersion = -32022
 )
 
 const (

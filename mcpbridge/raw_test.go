@@ -514,3 +514,57 @@ func runAgain(ctx context.Context, t *testing.T) error {
 	}
 	return err
 }
+
+func TestModernRequestRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	h.clientSend(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","id":2,"error":{"code":-32022,"message":"unsupported protocol version: rootfs speaks the initialize-based versions","data":{"supported":["2025-11-25","2025-06-18","2025-03-26","2024-11-05"],"requested":"2026-07-28"}}}`)
+	// A legacy request with other _meta passes.
+	m := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`
+	h.clientSend(m)
+	expect(t, h.serverRecv(), m)
+}
+
+func TestMalformedRootsResultsKeepView(t *testing.T) {
+	dirs := mkdirs(t, "a")
+	for _, tt := range []struct{ name, result string }{
+		{"roots is a string", `{"roots":"x"}`},
+		{"roots null", `{"roots":null}`},
+		{"roots missing", `{}`},
+		{"result not an object", `[]`},
+		{"internal error", ``},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			view := newTestView(build([]vfs.Root{{URI: dirs[0]}}))
+			h := newHarness(t, func(o *Options) { o.View = view })
+			h.startRaw(true, true)
+			id := h.handshake(`{"roots":{}}`)
+			if tt.result == "" {
+				h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-32603,"message":"boom"}}`)
+			} else {
+				h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","result":` + tt.result + `}`)
+			}
+			h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+			expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///a"}]}}`)
+			if view.swaps.Load() != 0 {
+				t.Error("view swapped")
+			}
+		})
+	}
+}
+
+func TestDuplicateResultKeysRefused(t *testing.T) {
+	// G4: a reply whose meaning depends on the parser is refused, not acted on.
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{}}`)
+	h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","result":{"roots":[]},"result":{"roots":[{"uri":"file:///"}]}}`)
+	if got := h.clientRecv(); !strings.Contains(got, `"code":-32600`) {
+		t.Fatalf("got %s", got)
+	}
+	h.sync("s")
+	if h.view.swaps.Load() != 0 {
+		t.Error("view swapped")
+	}
+}

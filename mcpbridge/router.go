@@ -1,6 +1,7 @@
 package mcpbridge
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,6 +168,13 @@ func (b *Bridge) routeClient(el []byte) route {
 			b.addPending(e)
 			return route{fwd: fwd}
 		}
+		if v, ok := modernVersion(e.params); ok {
+			// A 2026-07-28 request would let a dual-era server run statelessly and fetch roots
+			// through MRTR from the client directly, around rootfs. Refuse it until that era is
+			// bridged; the client falls back to initialize.
+			b.log.Warn("refused a modern-era request", zap.String("method", e.method), zap.String("version", v))
+			return route{reply: unsupportedVersionReply(e.id, v)}
+		}
 		b.addPending(e)
 		return route{fwd: el}
 	case kindNotification:
@@ -197,6 +205,47 @@ func (b *Bridge) routeClient(el []byte) route {
 		}
 		return route{fwd: el}
 	}
+}
+
+// metaProtocolVersion is the 2026-07-28 per-request version key.
+const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
+
+// modernVersion reports the params._meta protocol version when it names the modern era.
+func modernVersion(params json.RawMessage) (string, bool) {
+	if len(params) == 0 || params[0] != '{' || !bytes.Contains(params, []byte(`protocolVersion`)) {
+		return "", false
+	}
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return "", false
+	}
+	raw, ok := p.Meta[metaProtocolVersion]
+	if !ok {
+		return "", false
+	}
+	var v string
+	if json.Unmarshal(raw, &v) != nil || v < "2026-07-28" {
+		return "", false
+	}
+	return v, true
+}
+
+// legacyVersions are the protocol versions rootfs bridges (the initialize-based ones).
+var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+func unsupportedVersionReply(id json.RawMessage, requested string) []byte {
+	data, _ := json.Marshal(struct {
+		Supported []string `json:"supported"`
+		Requested string   `json:"requested"`
+	}{legacyVersions, requested})
+	msg := errorReply(id, codeUnsupportedProtocolVersion, "unsupported protocol version: rootfs speaks the initialize-based versions")
+	// splice "data" into the error object: ...,"message":"..."}}\n → ...,"message":"...","data":{...}}}\n
+	out := append([]byte(nil), msg[:len(msg)-3]...)
+	out = append(out, `,"data":`...)
+	out = append(out, data...)
+	return append(out, "}}\n"...)
 }
 
 func (b *Bridge) ours(idStr string) bool {
