@@ -1,17 +1,16 @@
 // Package mcpbridge is the MCP side of `rootfs run`: it sits between the client's stdio and the
 // wrapped server's stdio, owns roots, and passes everything else through byte for byte.
 //
-//	client ──ClientIn──▶ ┌──────────── Bridge ────────────┐ ──ServerIn──▶ server
-//	       ◀─ClientOut── │ clientLoop   serverLoop        │ ◀─ServerOut──
-//	                     │   │ owns: initialize (edited),   │
-//	                     │   │ initialized, list_changed,   │
-//	                     │   │ server/discover, replies to  │
-//	                     │   │ rootfs's roots/list           │
-//	                     │   └──▶ Build(roots) ─▶ View.Swap │
-//	                     │ serverLoop owns: roots/list from │
-//	                     │ the server (answered from        │
-//	                     │ View.Table()), cancels of those  │
-//	                     └─────────────────────────────────┘
+//	           ClientIn                                     ServerIn
+//	client ───────────▶ clientLoop ──forward (bytes)──▶ toServer ───────────▶ server
+//	       ◀─────────── toClient ◀──forward (bytes)── serverLoop ◀─────────── (stdio)
+//	           ClientOut     │  ▲                          │         ServerOut
+//	                         │  └── roots/list answers ◀───┘ (server's roots/list, from View.Table())
+//	                         └──▶ Build(roots) ──▶ View.Swap ──▶ list_changed to the server
+//
+// The client loop owns initialize (edited), notifications/initialized,
+// notifications/roots/list_changed, server/discover and the client's replies to rootfs's own
+// roots/list. The server loop owns the server's roots/list and its cancels of those.
 //
 // # Framing
 //

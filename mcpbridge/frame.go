@@ -15,7 +15,7 @@ import (
 // It matches go-sdk's DefaultMaxLineLength; the TypeScript SDK caps at 10 MiB.
 const DefaultMaxLine = 16 << 20
 
-// ErrLineTooLong is returned by lineReader.next for a line over the limit. The line has been
+// errLineTooLong is returned by lineReader.next for a line over the limit. The line has been
 // consumed (up to its newline or EOF) without being buffered, so the next call reads the next line.
 var errLineTooLong = errors.New("line too long")
 
@@ -232,7 +232,7 @@ type member struct {
 	keyStart         int
 }
 
-// errNotObject etc. describe why a valid JSON value is not a JSON-RPC message.
+// errDuplicateKey refuses objects whose meaning would depend on the parser (last or first wins).
 var (
 	errDuplicateKey = errors.New("duplicate member name")
 )

@@ -268,3 +268,5 @@ func entryNames(t *vfs.Table) []string {
 	}
 	return n
 }
+
+var _ View = (*vfs.View)(nil) // the real view satisfies the bridge's interface
