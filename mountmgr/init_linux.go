@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -494,6 +495,12 @@ func dropPrivileges(lastCap int) error {
 	if err := linux.DropAllCapabilities(lastCap); err != nil {
 		return err
 	}
+	// The server is forked from this (locked) thread, which is what
+	// counts; also empty the other threads of P2 where the runtime allows
+	// it (AllThreadsSyscall returns ENOTSUP in cgo binaries).
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	_, _, _ = syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 	if err := linux.SetDumpable(false); err != nil {
 		return err
 	}

@@ -788,3 +788,55 @@ func TestPreflightRoot(t *testing.T) {
 		t.Fatalf("namespace probe as root: %v", fs[0])
 	}
 }
+
+// TestBindsAndNoNetwork: --bind (rw) and --ro-bind (deeper destination on a
+// scaffold) land where asked with the right flags; with NoNetwork the host's
+// abstract socket is unreachable even without Landlock's help, and lo is up.
+func TestBindsAndNoNetwork(t *testing.T) {
+	testutil.RequireRoot(t)
+	f := newFixture(t)
+	rw := filepath.Join(f.base, "cache")
+	ro := filepath.Join(f.base, "ro")
+	os.Mkdir(rw, 0o755)
+	os.Mkdir(ro, 0o755)
+	os.WriteFile(filepath.Join(ro, "f"), []byte("ro-content\n"), 0o644)
+	sh, _ := ResolveCommand("sh", DefaultPath)
+	env, _ := BuildEnv(func(string) string { return "" }, nil, nil)
+	spec := Spec{
+		Argv: []string{sh, "-c", `cat /srv/deep/ro/f; echo w > /cache/w && echo rw-ok; echo x > /srv/deep/ro/x 2>/dev/null || echo ro-refused
+cat /proc/net/unix | grep -c rootfs-canary || true
+grep -q '^ *lo:' /proc/net/dev && echo lo-present`},
+		Env:       env,
+		NoNetwork: true,
+		Binds:     []Bind{{Source: rw, Dest: "/cache"}, {Source: ro, Dest: "/srv/deep/ro", ReadOnly: true}},
+	}
+	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Spec: spec}})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	for _, want := range []string{"ro-content", "rw-ok", "ro-refused", "\n0\n", "lo-present"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(rw, "w")); string(b) != "w\n" {
+		t.Errorf("rw bind did not write through: %q", b)
+	}
+	// The abstract socket probe with NoNetwork: refused by the netns.
+	spec2 := f.spec(f.probeArgs("1")...)
+	spec2.NoNetwork = true
+	o2, code := runSandbox(t, sandboxRun{cfg: p1Config{Spec: withOnly(spec2, "unix_abstract")}})
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if r := parseResults(t, o2)["unix_abstract"]; r.Escaped || r.Case == "" {
+		t.Errorf("abstract socket with NoNetwork: %+v", r)
+	} else {
+		t.Logf("abstract socket with NoNetwork: %s", r.Detail)
+	}
+}
+
+func withOnly(s Spec, cases string) Spec {
+	s.Env = append(append([]string{}, s.Env...), "PROBE_ONLY="+cases)
+	return s
+}

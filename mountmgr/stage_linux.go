@@ -105,7 +105,8 @@ type DaemonOptions struct {
 
 // RunDaemon runs in P0: it starts P1 (this binary again) in a new mount
 // namespace, plus a user namespace mapping the invoking uid and gid to 0
-// when not root, with stdio inherited and SIGKILL as its death signal; it
+// when not root, with stdio, cwd and environment inherited (so relative
+// flag values mean the same in P1) and SIGKILL as its death signal; it
 // relays SIGINT, SIGTERM, SIGHUP and SIGQUIT to P1, waits and returns P1's
 // exit status (128+n when P1 died of signal n). An error means P1 could
 // not be started; it wraps ErrUnsupported with the fix when the kernel or
@@ -128,7 +129,7 @@ func RunDaemon(opts DaemonOptions) (int, error) {
 		attr.GidMappingsEnableSetgroups = false
 	}
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe", Args: append([]string{"rootfs"}, opts.Args...), Env: env, Dir: "/",
+		Path: "/proc/self/exe", Args: append([]string{"rootfs"}, opts.Args...), Env: env,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, ExtraFiles: opts.ExtraFiles, SysProcAttr: attr,
 	}
 	sigs := make(chan os.Signal, 8)

@@ -1,0 +1,78 @@
+// Package mountmgr owns the processes and mounts of `rootfs run`: the
+// namespace daemon, the sandbox init, the wrapped server's launch, reaping
+// and signals, and (fusemount_linux.go) mounting the view. It knows
+// nothing of MCP.
+//
+// # Processes and the stage protocol
+//
+// rootfs re-executes /proc/self/exe into hidden stages selected by the
+// ROOTFS_STAGE environment variable, which MaybeRunStage (the first call in
+// main) reads and removes. The spec travels to P2 as JSON over a pipe
+// whose fd is named in the environment, and P2 answers with exactly one
+// line on a second pipe (runc's init pipe, libcontainer/sync.go):
+//
+//	P0 rootfs run                  RunDaemon: clone(NEWNS [+NEWUSER, uid/gid -> 0]),
+//	 |                             Pdeathsig=KILL, relays INT/TERM/HUP/QUIT, returns P1's status
+//	 |  ROOTFS_STAGE=daemon, same argv, same cwd and env, stdio inherited
+//	 v
+//	P1 rootfs (namespace daemon)   MaybeRunStage: / -> MS_REC|MS_PRIVATE, not dumpable,
+//	 |                             RLIMIT_CORE 0, fds >= 3 CLOEXEC; then main runs again:
+//	 |                             PrivateMountDir, mount the view there, bridge on stdio,
+//	 |                             StartServer(spec)
+//	 |  clone(NEWNS|NEWPID|NEWIPC|NEWUTS [+NEWNET]), setsid, Pdeathsig=KILL,
+//	 |  cwd "/", binary /proc/self/exe (never on the mount: go-fuse's exec deadlock)
+//	 |  env ROOTFS_STAGE=init ROOTFS_SPEC_FD=3 ROOTFS_SYNC_FD=4
+//	 |  fd 0/1: pipes to P1 (Server.Stdin/Stdout), fd 2: P1's stderr
+//	 |
+//	 |   P1 ---- spec JSON (fd 3) ---------------------------------> P2
+//	 |   P1 <--- "ok <pid>" | "exec <126|127> <msg>" | "error <msg>" -- P2 (fd 4)
+//	 v
+//	P2 rootfs init (PID 1)         / -> MS_REC|MS_SLAVE; rbind NewRoot on itself (+nosuid,nodev,
+//	 |                             also on its submounts); ro binds of /usr /bin /sbin /lib*
+//	 |                             (as on the host); /etc tmpfs with DefaultEtcFiles, then ro;
+//	 |                             /dev tmpfs (null zero full random urandom, fd links, shm);
+//	 |                             fresh /proc (hidepid=invisible, runc masks, ro /proc/sys...);
+//	 |                             /tmp tmpfs (size cap); extra binds; pivot_root(".", ".") +
+//	 |                             umount2(".", MNT_DETACH); setgroups/setresgid/setresuid(0);
+//	 |                             secure bits locked, bounding/ambient/all caps empty; not
+//	 |                             dumpable; fds >= 3 CLOEXEC; no_new_privs; Landlock scopes
+//	 |                             (abstract unix sockets, signals); seccomp (TSYNC)
+//	 |  fork+exec from the same locked thread, setsid, Pdeathsig=KILL
+//	 v
+//	P3 the wrapped server          inherits the filter, the empty capability sets and
+//	                               no_new_privs; only fds 0-2; env = Spec.Env only
+//
+// P2 stays PID 1: it forwards INT, TERM, HUP, QUIT, USR1 and USR2 to the
+// server, reaps every zombie, and exits with the server's status (128+n for
+// signal n); its exit kills the rest of the PID namespace. Each parent sets
+// a death signal on its child from a goroutine locked to the forking thread
+// (Pdeathsig follows the thread), so SIGKILL of P0 tears everything down,
+// and since the view is mounted only in P1's namespace no mount is ever
+// left on the host.
+//
+// # Identity
+//
+// As real root the server stays uid 0 with every capability set empty
+// (securebits NOROOT locked, so exec gives nothing back); it cannot read
+// what is not in its mount namespace. Without root, P1 is the user
+// namespace's root mapped to the invoking user, and so is the server, again
+// with no capabilities: on the host it acts as the invoking user.
+//
+// # Errors
+//
+// Setup failures are one line wrapping ErrSetup; an unusable host gives
+// ErrUnsupported with the fix (Preflight lists all findings, for `rootfs
+// doctor`); bad specs ErrBadSpec; a command that cannot run
+// ErrCommandNotExecutable (126) or ErrCommandNotFound (127), from
+// ResolveCommand on the host or as *ExecError from StartServer. Nothing is
+// ever run unconfined: any failing step aborts P2 before the exec.
+//
+// # Limits
+//
+// Capabilities, no_new_privs and Landlock are per thread; P2 drops them on
+// the thread that forks the server (other P2 threads are emptied too where
+// the runtime allows AllThreadsSyscall, i.e. in non-cgo builds); seccomp is
+// synchronised to all threads. Without Landlock ABI 6 (Linux 6.12) and
+// without NoNetwork, host abstract unix sockets stay reachable (Preflight
+// warns).
+package mountmgr
