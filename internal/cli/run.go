@@ -3,10 +3,284 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/mcpbridge"
+	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
-// runCommand is "rootfs run". It is wired once the sandbox lands.
+// RunOptions are the flags of "rootfs run" beyond the roots.
+type RunOptions struct {
+	Allow        []string
+	ROBinds      []string
+	Binds        []string
+	SetEnv       []string
+	UnsetEnv     []string
+	NoNetwork    bool
+	Passthrough  bool
+	CacheTimeout time.Duration
+	TmpSize      string
+	Grace        time.Duration
+}
+
+// AddFlags registers the flags on f.
+func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
+	f.StringArrayVar(&o.Allow, "allow", nil, "admit only client roots at or beneath `DIR` (repeatable; default: no restriction), e.g. --allow ~/src")
+	f.StringArrayVar(&o.ROBinds, "ro-bind", nil, "also show host `SRC[:DST]` read-only in the sandbox (repeatable), e.g. --ro-bind ~/.npm")
+	f.StringArrayVar(&o.Binds, "bind", nil, "also show host `SRC[:DST]` read-write in the sandbox (repeatable), e.g. --bind ~/.cache/uv")
+	f.StringArrayVar(&o.SetEnv, "setenv", nil, "set `K=V` in the server's environment (repeatable); it starts from PATH, HOME=/tmp, LANG, TZ")
+	f.StringArrayVar(&o.UnsetEnv, "unsetenv", nil, "remove `K` from the server's environment (repeatable)")
+	f.BoolVar(&o.NoNetwork, "no-network", false, "give the server a network namespace with only loopback")
+	f.BoolVar(&o.Passthrough, "passthrough", false, "let the kernel do file I/O directly (faster; a file opened before its root is removed keeps working until closed)")
+	f.DurationVar(&o.CacheTimeout, "cache-timeout", vfs.DefaultCacheTimeout, "how long the kernel may cache names and attributes; host-side changes show up within it")
+	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
+	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
+}
+
+type runFlags struct {
+	roots  RootsOptions
+	run    RunOptions
+	bridge mcpbridge.Options
+	argv   []string
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
+	f := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	f.SetInterspersed(false)
+	var rf runFlags
+	rf.roots.AddFlags(f)
+	rf.run.AddFlags(f)
+	rf.bridge.AddFlags(f)
+	if err := parseFlags(f, args, runUsage, stderr); err != nil {
+		return nil, err
+	}
+	rf.argv = f.Args()
+	if len(rf.argv) == 0 {
+		return nil, fmt.Errorf("%w: no COMMAND; usage: rootfs run [flags] -- COMMAND [ARG...]", ErrUsage)
+	}
+	return &rf, nil
+}
+
+// runCommand is "rootfs run". In the process the client started (P0) it
+// checks the command line and re-executes rootfs into a private mount
+// namespace (P1, see mountmgr); P1 runs this function again and does the work
+// in runDaemon. P0 exits with P1's status, which is the server's.
 func runCommand(ctx context.Context, args []string, stderr io.Writer) error {
-	return &ExitError{Code: 125, Err: errors.New("run is not available in this build yet")}
+	rf, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(rf.roots.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	if mountmgr.InDaemon() {
+		return runDaemon(ctx, rf, log)
+	}
+	// Refuse what cannot work before paying for namespaces.
+	if _, err := rf.roots.StaticRoots(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if _, err := mountmgr.ResolveCommand(rf.argv[0], os.Getenv("PATH")); err != nil {
+		return commandError(err)
+	}
+	if _, err := rf.spec(); err != nil {
+		return err
+	}
+	code, err := mountmgr.RunDaemon(mountmgr.DaemonOptions{Args: append([]string{"run"}, args...), Logger: log})
+	if err != nil {
+		return err
+	}
+	return &ExitError{Code: code}
+}
+
+func commandError(err error) error {
+	switch {
+	case errors.Is(err, mountmgr.ErrCommandNotFound):
+		return &ExitError{Code: 127, Err: err}
+	case errors.Is(err, mountmgr.ErrCommandNotExecutable):
+		return &ExitError{Code: 126, Err: err}
+	}
+	return err
+}
+
+// spec builds the sandbox spec from the flags (NewRoot is filled in later).
+func (rf *runFlags) spec() (*mountmgr.Spec, error) {
+	path, err := mountmgr.ResolveCommand(rf.argv[0], os.Getenv("PATH"))
+	if err != nil {
+		return nil, commandError(err)
+	}
+	env, err := mountmgr.BuildEnv(os.Getenv, rf.run.SetEnv, rf.run.UnsetEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	spec := &mountmgr.Spec{
+		Argv:      append([]string{path}, rf.argv[1:]...),
+		Env:       env,
+		NoNetwork: rf.run.NoNetwork,
+		TmpSize:   rf.run.TmpSize,
+	}
+	for _, list := range []struct {
+		specs []string
+		ro    bool
+	}{{rf.run.ROBinds, true}, {rf.run.Binds, false}} {
+		for _, s := range list.specs {
+			b, err := mountmgr.ParseBind(s, list.ro)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+			}
+			spec.Binds = append(spec.Binds, b)
+		}
+	}
+	return spec, nil
+}
+
+// runDaemon is P1: it owns the view, the bridge and the sandbox.
+//
+//	static roots ─▶ table ─▶ view ─▶ FUSE mount (private to this namespace)
+//	                                      │
+//	client stdio ◀─▶ bridge ◀─▶ server stdio (sandbox whose / is the mount)
+//
+// The order matters: the view is populated with the static roots and
+// mounted before the server starts, so a server given /<entry> finds it.
+func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
+	static, err := rf.roots.StaticRoots()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	spec, err := rf.spec()
+	if err != nil {
+		return err
+	}
+	var places []vfs.Placeholder
+	for _, p := range mountmgr.Placeholders(spec) {
+		places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
+	}
+	cache := rf.run.CacheTimeout
+	if cache == 0 {
+		cache = -1 // 0s on the command line means no caching
+	}
+	view := vfs.NewView(vfs.Options{
+		ReadOnly:     rf.roots.ReadOnly,
+		Logger:       log,
+		Placeholders: places,
+		Passthrough:  rf.run.Passthrough,
+		CacheTimeout: cache,
+	})
+	defer view.Close()
+	topts := vfs.TableOptions{Allow: rf.run.Allow, Reserved: view.Reserved()}
+
+	mnt, cleanup, err := mountmgr.PrivateMountDir()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	first := vfs.BuildTable(static, topts)
+	logSkipped(log, first)
+	if err := view.Swap(first); err != nil {
+		return err
+	}
+	m, err := mountmgr.MountView(view, mnt, mountmgr.FUSEOptions{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer m.Unmount()
+
+	build := func(roots []vfs.Root) *vfs.Table { return vfs.BuildTable(roots, topts) }
+	spec.NewRoot = m.Dir()
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	srv, err := mountmgr.StartServer(ctx, spec, mountmgr.ServerOptions{Stderr: os.Stderr, Logger: log})
+	if err != nil {
+		var ee *mountmgr.ExecError
+		if errors.As(err, &ee) {
+			return &ExitError{Code: ee.Code, Err: err}
+		}
+		return err
+	}
+	log.Info("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
+
+	bopts := rf.bridge
+	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
+	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
+	bopts.View, bopts.Build, bopts.Static, bopts.Logger = bridgeView{view, m}, build, static, log
+	br, err := mcpbridge.New(bopts)
+	if err != nil {
+		srv.Stdin.Close()
+		srv.Stop(rf.run.Grace)
+		return err
+	}
+
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if sig == syscall.SIGINT || sig == syscall.SIGTERM {
+					log.Info("signal: shutting down", zap.String("signal", sig.String()))
+					cancel()
+				}
+				srv.Signal(sig)
+			case <-bctx.Done():
+				return
+			}
+		}
+	}()
+
+	runErr := br.Run(bctx)
+	// Run has closed the server's stdin. Give the server its grace, then
+	// SIGTERM, then SIGKILL: about 1s by default, well inside the ~2s that
+	// clients allow before they kill rootfs.
+	start := time.Now()
+	code := srv.Stop(rf.run.Grace)
+	switch {
+	case errors.Is(runErr, mcpbridge.ErrClientClosed):
+		log.Debug("client closed; server stopped", zap.Int("status", code), zap.Duration("took", time.Since(start)))
+	case errors.Is(runErr, mcpbridge.ErrServerClosed):
+		log.Debug("server closed", zap.Int("status", code))
+	case runErr != nil && !errors.Is(runErr, context.Canceled):
+		log.Warn("bridge stopped", zap.Error(runErr))
+	}
+	return &ExitError{Code: code}
+}
+
+// bridgeView adapts the view for the bridge. Every table after the first
+// comes from the client; one that holds the mount point itself (a root of
+// "/", say) would make the view look itself up and deadlock, so it is refused
+// whole and the view stays as it was (the bridge logs the error).
+type bridgeView struct {
+	v *vfs.View
+	m *mountmgr.FUSEMount
+}
+
+func (b bridgeView) Table() *vfs.Table { return b.v.Table() }
+
+func (b bridgeView) Swap(t *vfs.Table) error {
+	if err := b.m.CheckTable(t); err != nil {
+		return err
+	}
+	return b.v.Swap(t)
+}
+
+func logSkipped(log *zap.Logger, t *vfs.Table) {
+	for _, s := range t.Skipped() {
+		log.Warn("root left out", zap.String("uri", s.Root.URI), zap.String("reason", s.Reason.Error()))
+	}
+	for _, e := range t.Entries() {
+		log.Info("root", zap.String("entry", "/"+e.Name), zap.String("host", e.HostPath))
+	}
 }
