@@ -60,7 +60,7 @@ type result struct {
 var cases = []string{
 	"caps", "chroot", "dotdot", "cwd", "fds", "setns", "mount", "fsopen", "open_tree", "mknod", "suid", "nosuid",
 	"pids", "procroot", "proccwd", "procfd", "ptrace", "process_vm_readv", "kill",
-	"unshare", "clone_userns", "open_by_handle_at", "keyctl", "syscalls",
+	"unshare", "clone_userns", "open_by_handle_at", "keyctl", "i386", "syscalls",
 	"tiocsti", "env", "unix_path", "unix_abstract", "sys", "shadow", "proc_sys_write", "sysrq",
 }
 
@@ -499,6 +499,17 @@ func one(name string, o *opts) (bool, string) {
 	case "keyctl": // C4
 		id, err := unix.KeyctlInt(unix.KEYCTL_GET_KEYRING_ID, unix.KEY_SPEC_SESSION_KEYRING, 0, 0, 0)
 		return err == nil, fmt.Sprintf("keyctl get session keyring: %d %s", id, errs(err))
+	case "i386": // C0: the i386 ABI through int $0x80 must not bypass the filter
+		if !haveInt80 {
+			return false, "not amd64"
+		}
+		// i386 getpid (20): the filter kills the process (SIGSYS) before
+		// this returns; without it the pid comes back.
+		r := int80(20, 0)
+		if int64(r) < 0 && int64(r) > -4096 {
+			return false, "i386 getpid: " + unix.ErrnoName(syscall.Errno(-int64(r)))
+		}
+		return true, fmt.Sprintf("i386 getpid returned %d", r)
 	case "syscalls": // C5-C10 try-syscall table
 		return trySyscalls()
 	case "tiocsti": // E1
