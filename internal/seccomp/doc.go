@@ -11,6 +11,7 @@
 //	mknod/mknodat with S_IFCHR or S_IFBLK                     -> EPERM
 //	personality other than 0, 8, 0x20000, 0x20008, 0xffffffff -> EPERM
 //	socket with a family other than unix, inet, inet6, netlink -> EAFNOSUPPORT
+//	socket(AF_NETLINK) with a protocol other than NETLINK_ROUTE -> EPROTONOSUPPORT
 //	clone with any CLONE_NEW* flag                            -> EPERM
 //	the ENOSYS list (clone3, new mount API, io_uring)         -> ENOSYS (libc and libuv fall back)
 //	the EPERM list (mount, unshare, setns, ptrace, bpf, ...)  -> EPERM

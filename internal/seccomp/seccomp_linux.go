@@ -131,6 +131,19 @@ func Program() ([]bpf.RawInstruction, error) {
 		block[1] = bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr | info.SeccompMask), SkipTrue: uint8(len(block) - 2)}
 		prog = append(prog, block...)
 	}
+	// socket(AF_NETLINK, _, proto): only NETLINK_ROUTE (glibc's
+	// getaddrinfo and getifaddrs use it); not audit, uevent, netfilter...
+	if nr, ok := info.SyscallNames["socket"]; ok {
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: offNr, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr | info.SeccompMask), SkipTrue: 5},
+			bpf.LoadAbsolute{Off: offArgLo(0), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.AF_NETLINK, SkipTrue: 3},
+			bpf.LoadAbsolute{Off: offArgLo(2), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.NETLINK_ROUTE, SkipTrue: 1},
+			ret(unix.EPROTONOSUPPORT),
+		)
+	}
 	prog = append(prog, lib...)
 	return bpf.Assemble(prog)
 }

@@ -30,8 +30,22 @@ func tries(dir string) map[string]func() error {
 		"clone-newns": func() error {
 			return errno(unix.Syscall6(unix.SYS_CLONE, unix.CLONE_NEWNS|unix.CLONE_FS, 0, 0, 0, 0, 0))
 		},
-		"af-packet":   func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_PACKET, 99, 0)) },
-		"af-inet":     func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_INET, 99, 0)) },
+		"af-packet": func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_PACKET, 99, 0)) },
+		"af-inet":   func() error { return errno(unix.Syscall(unix.SYS_SOCKET, unix.AF_INET, 99, 0)) },
+		"nl-route": func() error {
+			fd, _, e := unix.Syscall(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+			if e == 0 {
+				unix.Close(int(fd))
+			}
+			return errno(0, 0, e)
+		},
+		"nl-uevent": func() error {
+			fd, _, e := unix.Syscall(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_KOBJECT_UEVENT)
+			if e == 0 {
+				unix.Close(int(fd))
+			}
+			return errno(0, 0, e)
+		},
 		"mknod-chr":   func() error { return unix.Mknod(filepath.Join(dir, "c"), unix.S_IFCHR|0o600, 0x0103) },
 		"mknod-fifo":  func() error { return unix.Mknod(filepath.Join(dir, "f"), unix.S_IFIFO|0o600, 0) },
 		"personality": func() error { return errno(unix.Syscall(unix.SYS_PERSONALITY, 0x0040000, 0, 0)) },
@@ -98,7 +112,7 @@ func TestFilter(t *testing.T) {
 	on := runChild(t, true)
 	want := map[string]string{
 		"unshare": "EPERM", "tiocsti-high": "EPERM", "tiocsti": "EPERM", "tcgets": "EBADF",
-		"clone3": "ENOSYS", "clone-newns": "EPERM", "af-packet": "EAFNOSUPPORT", "af-inet": "EINVAL",
+		"clone3": "ENOSYS", "clone-newns": "EPERM", "af-packet": "EAFNOSUPPORT", "af-inet": "EINVAL", "nl-route": "ok", "nl-uevent": "EPROTONOSUPPORT",
 		"mknod-fifo": "ok", "personality": "EPERM", "persona-query": "ok",
 		"fsopen": "ENOSYS", "bpf": "EPERM", "x32": "ENOSYS",
 	}
