@@ -173,7 +173,7 @@ func plan(spec *Spec) ([]mountOp, error) {
 		}
 		ops = append(ops, mountOp{kind: "bind", source: host, dest: host})
 	}
-	ops = append(ops, mountOp{kind: "remount-ro", dest: "/etc"})
+	// (/etc is made read-only at the end, so a --bind may land in it.)
 	// /dev: tmpfs with five device binds, a few symlinks and a private shm.
 	ops = append(ops, mountOp{kind: "tmpfs", dest: "/dev", data: "mode=0755,size=64k"})
 	for _, d := range []string{"null", "zero", "full", "random", "urandom"} {
@@ -224,6 +224,7 @@ func plan(spec *Spec) ([]mountOp, error) {
 		}
 		ops = append(ops, mountOp{kind: "bind", source: b.Source, dest: b.Dest, rw: !b.ReadOnly})
 	}
+	ops = append(ops, mountOp{kind: "remount-ro", dest: "/etc"})
 	var tops []string
 	for t := range scaffolds {
 		tops = append(tops, t)

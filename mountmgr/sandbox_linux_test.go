@@ -809,18 +809,19 @@ func TestBindsAndNoNetwork(t *testing.T) {
 	sh, _ := ResolveCommand("sh", DefaultPath)
 	env, _ := BuildEnv(func(string) string { return "" }, nil, nil)
 	spec := Spec{
-		Argv: []string{sh, "-c", `cat /srv/deep/ro/f; echo w > /cache/w && echo rw-ok; echo x > /srv/deep/ro/x 2>/dev/null || echo ro-refused
+		Argv: []string{sh, "-c", `cat /etc/extra.conf; touch /etc/new 2>/dev/null || echo etc-ro; cat /srv/deep/ro/f; echo w > /cache/w && echo rw-ok; echo x > /srv/deep/ro/x 2>/dev/null || echo ro-refused
 cat /proc/net/unix | grep -c rootfs-canary || true
 grep -q '^ *lo:' /proc/net/dev && echo lo-present`},
 		Env:       env,
 		NoNetwork: true,
-		Binds:     []Bind{{Source: rw, Dest: "/cache"}, {Source: ro, Dest: "/srv/deep/ro", ReadOnly: true}},
+		Binds: []Bind{{Source: rw, Dest: "/cache"}, {Source: ro, Dest: "/srv/deep/ro", ReadOnly: true},
+			{Source: filepath.Join(ro, "f"), Dest: "/etc/extra.conf", ReadOnly: true}},
 	}
 	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Spec: spec}})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	for _, want := range []string{"ro-content", "rw-ok", "ro-refused", "\n0\n", "lo-present"} {
+	for _, want := range []string{"ro-content\netc-ro\nro-content", "rw-ok", "ro-refused", "\n0\n", "lo-present"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
