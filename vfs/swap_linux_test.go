@@ -282,6 +282,18 @@ func hostRace(t *testing.T, loopback bool, d time.Duration) raceResult {
 		}()
 	}
 	time.Sleep(d)
+	if loopback {
+		// The control must show the race; on a loaded machine give it
+		// longer rather than report a useless pass.
+		for deadline := time.Now().Add(3 * d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			mu.Lock()
+			n := len(escapes)
+			mu.Unlock()
+			if n > 0 {
+				break
+			}
+		}
+	}
 	stop.Store(true)
 	wg.Wait()
 	// What happened outside, whatever the clients saw:
@@ -436,6 +448,7 @@ func TestViewDescriptorsReturn(t *testing.T) {
 	}
 	s := serve(t, serveConfig{Roots: []string{a}})
 	base := s.fds()
+	const slack = 16 // go-fuse and runtime descriptors; a leak is ~one per file
 	for round := range 3 {
 		s.swap(a, b)
 		for i := range files {
@@ -451,12 +464,12 @@ func TestViewDescriptorsReturn(t *testing.T) {
 	var after int
 	for range 20 {
 		os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0)
-		if after = s.fds(); after <= base+2 {
+		if after = s.fds(); after <= base+slack {
 			break
 		}
 	}
 	t.Logf("descriptors: base %d, after 3 rounds of %d files and removal %d", base, files, after)
-	if after > base+2 {
+	if after > base+slack {
 		t.Errorf("the daemon holds %d descriptors, %d more than before: nodes leak", after, after-base)
 	}
 }
