@@ -111,13 +111,25 @@ func probeNamespaces() Finding {
 		return Finding{Name: name, Fatal: true, Detail: "mounting in a new namespace failed: " + strings.TrimSpace(stderr.String()),
 			Fix: "run outside a container that forbids mounts, or give it a fully visible /proc"}
 	}
-	return userNSFinding(err)
+	return userNSFinding(err, os.Geteuid() != 0)
 }
 
-// userNSFinding explains a refused clone(CLONE_NEWUSER|...).
-func userNSFinding(err error) Finding {
+// inUserNS reports whether this process runs in a user namespace other
+// than the initial one (its uid map is not the identity).
+func inUserNS() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295")
+}
+
+// userNSFinding explains a refused clone(CLONE_NEWUSER|...), or a user
+// namespace that was created without the power to mount (AppArmor).
+func userNSFinding(err error, unprivileged bool) Finding {
 	f := Finding{Name: "userns", Fatal: true, Detail: "cannot create namespaces: " + errText(err)}
-	if os.Geteuid() == 0 {
+	if !unprivileged {
 		f.Name = "sandbox"
 		f.Fix = "run on a host (or a privileged container) that allows CLONE_NEWNS and CLONE_NEWPID"
 		return f
@@ -146,7 +158,7 @@ func userNSFinding(err error) Finding {
 }
 
 func userNSError(err error) error {
-	return fmt.Errorf("%w: %s", ErrUnsupported, userNSFinding(err).String())
+	return fmt.Errorf("%w: %s", ErrUnsupported, userNSFinding(err, os.Geteuid() != 0).String())
 }
 
 // runProbe is the preflight child: already in the new namespaces.

@@ -61,6 +61,10 @@ func MaybeRunStage() bool {
 	switch stage {
 	case stageDaemon:
 		if err := daemonSetup(); err != nil {
+			if errors.Is(err, unix.EPERM) && inUserNS() {
+				// A user namespace without mount power: policy (AppArmor) says no.
+				err = fmt.Errorf("%w: %s", ErrUnsupported, userNSFinding(err, true).String())
+			}
 			fmt.Fprintf(os.Stderr, "rootfs: %v\n", err)
 			os.Exit(125)
 		}
@@ -81,7 +85,7 @@ func MaybeRunStage() bool {
 // dumpable so that nothing of the same uid can ptrace P1 or read its fds.
 func daemonSetup() error {
 	if err := linux.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("%w: make / private: %v", ErrSetup, err)
+		return fmt.Errorf("%w: make / private: %w", ErrSetup, err)
 	}
 	if err := linux.SetDumpable(false); err != nil {
 		return fmt.Errorf("%w: %v", ErrSetup, err)
