@@ -170,13 +170,23 @@ func TestViewRevokedCwd(t *testing.T) {
 // never touch the outside directory. The negative control runs the same
 // race against go-fuse's stock path-based loopback and must escape, which
 // shows the race is real.
+//
+// The "fuse" variants are the FUSE-only form of the same attack (D6, and
+// demonstration 2 of the go-fuse study): roots r and r/d, and the client
+// itself exchanges r/d with the symlink through the mount while others use
+// root d.
 func TestViewHostRace(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		loopback bool
-	}{{"view", false}, {"stock-loopback-control", true}} {
+		viaFUSE  bool
+	}{
+		{"host/view", false, false}, {"host/stock-loopback-control", true, false},
+		{"fuse/view", false, true}, {"fuse/stock-loopback-control", true, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := hostRace(t, tc.loopback, 3*time.Second)
+			testutil.Short(t)
+			res := hostRace(t, tc.loopback, tc.viaFUSE, 2*time.Second)
 			t.Logf("%s: %d ops, %d swaps, escapes: %v", tc.name, res.ops, res.swaps, res.escapes)
 			total := 0
 			for _, n := range res.escapes {
@@ -197,7 +207,7 @@ type raceResult struct {
 	escapes    map[string]int
 }
 
-func hostRace(t *testing.T, loopback bool, d time.Duration) raceResult {
+func hostRace(t *testing.T, loopback, viaFUSE bool, d time.Duration) raceResult {
 	h := hostTree(t)
 	r := mkdir(t, filepath.Join(h, "r"))
 	out := mkdir(t, filepath.Join(h, "outside"))
@@ -210,20 +220,29 @@ func hostRace(t *testing.T, loopback bool, d time.Duration) raceResult {
 	if err := os.Symlink("../outside", filepath.Join(r, "s")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := serveConfig{Roots: []string{r}}
+	roots := []string{r}
+	if viaFUSE {
+		roots = append(roots, filepath.Join(r, "d")) // nested root "d"
+	}
+	cfg := serveConfig{Roots: roots}
 	if loopback {
-		cfg = serveConfig{Loopback: []string{r}}
+		cfg = serveConfig{Loopback: roots}
 	}
 	s := serve(t, cfg)
 	md := filepath.Join(s.Mnt, "r", "d")
+	attackDir := r
+	if viaFUSE {
+		md = filepath.Join(s.Mnt, "d")
+		attackDir = filepath.Join(s.Mnt, "r")
+	}
 
 	var stop atomic.Bool
 	var swaps atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { // the host-side attacker: never touches the mount
+	go func() { // the attacker: on the host, or through the mount
 		defer wg.Done()
-		rfd, err := unix.Open(r, unix.O_PATH|unix.O_DIRECTORY, 0)
+		rfd, err := unix.Open(attackDir, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
 			t.Error(err)
 			return
