@@ -165,11 +165,11 @@ func TestExamples(t *testing.T) {
 	mustWrite(t, filepath.Join(projects, "plan.md"), "projects file\n")
 	folders := map[string]string{"${containerWorkspaceFolder}": workspace, "/home/you/projects": projects}
 	ws := []mcpRoot{{URI: "file://" + workspace, Name: "workspace"}}
-	noRoots := map[string]any{}
+	noRoots := map[string]any{} // a client without the roots capability
 
 	cases := []struct {
 		name, example string
-		caps          map[string]any // nil: roots with listChanged
+		caps          any // nil: roots with listChanged
 		roots         []mcpRoot
 		dir, file     string // in-view folder the server must be allowed, and a file in it
 		want          string

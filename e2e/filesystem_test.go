@@ -56,10 +56,11 @@ func filesystemSteps(f *fixture, p paths) []step {
 // the translated-roots assertion must reject.
 func TestServerFilesystem(t *testing.T) {
 	node := nodeBin(t)
-	f := newFixture(t, "proj-alpha", "proj-beta", "proj-gamma")
 	server := []string{node, serverFilesystemJS()}
 
+	// Each mode gets its own fixture: the steps change the files.
 	t.Run("direct", func(t *testing.T) {
+		f := newFixture(t, "proj-alpha", "proj-beta", "proj-gamma")
 		p := paths{f: f}
 		tr := runTS(t, server, scenario{Roots: f.rootsFor("proj-alpha", "proj-beta"), Steps: filesystemSteps(f, p)})
 		r := tr.step(t, "allowed")
@@ -69,6 +70,7 @@ func TestServerFilesystem(t *testing.T) {
 
 	t.Run("rootfs", func(t *testing.T) {
 		rootfs := buildRootfs(t)
+		f := newFixture(t, "proj-alpha", "proj-beta", "proj-gamma")
 		p := paths{f: f, wrapped: true}
 		tr := runTS(t, wrap(rootfs, nodeFlags(), server...), scenario{Roots: f.rootsFor("proj-alpha", "proj-beta"), Steps: filesystemSteps(f, p)})
 		works := func(label, what string, ok bool) {

@@ -356,7 +356,7 @@ type scenario struct {
 	Command          string            `json:"command"`
 	Args             []string          `json:"args"`
 	Env              map[string]string `json:"env,omitempty"`
-	Capabilities     map[string]any    `json:"capabilities,omitempty"`
+	Capabilities     any               `json:"capabilities,omitempty"` // nil: roots with listChanged; map[string]any{}: none
 	Roots            []mcpRoot         `json:"roots"`
 	AnswerRoots      *bool             `json:"answerRoots,omitempty"`
 	RequestTimeoutMs int               `json:"requestTimeoutMs,omitempty"`
@@ -717,6 +717,23 @@ func (p *rawPeer) tool(name string, args map[string]any, timeout time.Duration) 
 		parts = append(parts, c.Text)
 	}
 	return strings.Join(parts, "\n"), res.IsError, nil
+}
+
+// waitPath polls list_dir of path until it succeeds: the client's roots
+// reach the view shortly after initialize, asynchronously.
+func (p *rawPeer) waitPath(path string) {
+	p.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		text, isErr, err := p.tool("list_dir", map[string]any{"path": path}, 30*time.Second)
+		if err == nil && !isErr {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s never appeared: %q isError=%v err=%v\nstderr:\n%s", path, text, isErr, err, p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (p *rawPeer) waitExit(timeout time.Duration) (int, bool) {

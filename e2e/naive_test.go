@@ -79,7 +79,7 @@ func naiveAttacks() []attack {
 func TestNaiveServer(t *testing.T) {
 	naive := buildNaive(t)
 	nodeBin(t)
-	f := newFixture(t, "proj-alpha", "proj-beta")
+	f := newFixture(t, "proj-alpha", "proj-beta") // both modes: the direct run removes what it wrote outside
 	if shadowHead() == "" {
 		t.Log("/etc/shadow is not readable here: its attacks run without a negative control")
 	}

@@ -80,6 +80,7 @@ func TestProtocolServerForgesRoots(t *testing.T) {
 	f := newFixture(t, "proj-alpha")
 	p := startRaw(t, wrap(rootfs, nil, naive), f.rootsFor("proj-alpha"), true)
 	p.initialize(true)
+	p.waitPath("/proj-alpha")
 	before, isErr, err := p.tool("list_dir", map[string]any{"path": "/"}, 30*time.Second)
 	if err != nil || isErr {
 		t.Fatalf("list_dir /: %q %v\nstderr:\n%s", before, err, p.stderr)
