@@ -44,6 +44,8 @@ type serveConfig struct {
 	Passthrough  bool
 	Placeholders []Placeholder
 	CacheTimeout time.Duration
+	// NoInvalidate turns off Swap's kernel notifications (negative control).
+	NoInvalidate bool
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -71,6 +73,7 @@ func serveMain(cfgJSON string) int {
 		fmt.Fprintln(os.Stderr, "serve: bad config:", err)
 		return 2
 	}
+	testSkipInvalidate = cfg.NoInvalidate
 	var root fs.InodeEmbedder
 	var opts *fs.Options
 	var v *View

@@ -39,8 +39,12 @@ func TestViewSwap(t *testing.T) {
 	b2 := mkdir(t, filepath.Join(h, "elsewhere", "b"))
 	write(t, filepath.Join(b2, "other"), "other b")
 
-	s := serve(t, serveConfig{Roots: []string{a, b}})
+	// A 1h cache: everything below holds only because Swap invalidates.
+	s := serve(t, serveConfig{Roots: []string{a, b}, CacheTimeout: time.Hour})
 	ma, mb := filepath.Join(s.Mnt, "a"), filepath.Join(s.Mnt, "b")
+	if _, err := os.Stat(filepath.Join(s.Mnt, "c")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("c before it is a root: %v", err) // now a cached negative entry
+	}
 
 	var stop atomic.Bool
 	var reads, readErrs atomic.Int64
@@ -490,5 +494,23 @@ func TestViewDescriptorsReturn(t *testing.T) {
 	t.Logf("descriptors: base %d, after 3 rounds of %d files and removal %d", base, files, after)
 	if after > base+slack {
 		t.Errorf("the daemon holds %d descriptors, %d more than before: nodes leak", after, after-base)
+	}
+}
+
+// TestViewSwapControl is the negative control of TestViewSwap: with Swap's
+// kernel notifications turned off and a 1h cache, a removed root stays
+// reachable through the kernel's cached entry, which shows that the
+// explicit invalidation is what makes removal immediate.
+func TestViewSwapControl(t *testing.T) {
+	h := hostTree(t)
+	a := mkdir(t, filepath.Join(h, "a"))
+	b := mkdir(t, filepath.Join(h, "b"))
+	s := serve(t, serveConfig{Roots: []string{a, b}, CacheTimeout: time.Hour, NoInvalidate: true})
+	if _, err := os.Stat(filepath.Join(s.Mnt, "b")); err != nil {
+		t.Fatal(err)
+	}
+	s.swap(a)
+	if _, err := os.Stat(filepath.Join(s.Mnt, "b")); err != nil {
+		t.Fatalf("without invalidation the removed root vanished anyway (%v): TestViewSwap would prove nothing", err)
 	}
 }
