@@ -24,6 +24,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // p1Config is what the test tells P1 (the test binary re-exec'd by
@@ -33,6 +34,7 @@ type p1Config struct {
 	Data   string // host dir that appears as the root entry /data
 	Spec   Spec   // NewRoot is filled in by P1
 	Action string // "" (wait for the server) or "stop"
+	FUSE   bool   // serve the real view (vfs) at the private mount point, Data as its one root
 }
 
 const (
@@ -77,11 +79,32 @@ func p1Main() int {
 	defer cleanup()
 	spec := cfg.Spec
 	spec.NewRoot = mnt
-	if err := PreparePlaceholders(mnt, Placeholders(&spec)); err != nil {
-		fmt.Fprintln(os.Stderr, "p1:", err)
-		return 125
+	if !cfg.FUSE {
+		if err := PreparePlaceholders(mnt, Placeholders(&spec)); err != nil {
+			fmt.Fprintln(os.Stderr, "p1:", err)
+			return 125
+		}
 	}
-	if cfg.Data != "" {
+	if cfg.FUSE {
+		// The product path: the view, with Data as its root entry "data".
+		var places []vfs.Placeholder
+		for _, p := range Placeholders(&spec) {
+			places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
+		}
+		view := vfs.NewView(vfs.Options{Placeholders: places})
+		defer view.Close()
+		tab := vfs.BuildTable([]vfs.Root{{URI: cfg.Data}}, vfs.TableOptions{Reserved: view.Reserved()})
+		if err := view.Swap(tab); err != nil {
+			fmt.Fprintln(os.Stderr, "p1:", err)
+			return 125
+		}
+		m, err := MountView(view, mnt, FUSEOptions{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "p1:", err)
+			return 125
+		}
+		defer m.Unmount()
+	} else if cfg.Data != "" {
 		d := filepath.Join(mnt, "data")
 		if err := os.Mkdir(d, 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, "p1:", err)
@@ -331,6 +354,14 @@ func reverse(s string) string {
 // sandbox (each must be contained).
 func TestProbeBattery(t *testing.T) {
 	testutil.RequireRoot(t)
+	t.Run("dir", func(t *testing.T) { probeBattery(t, false) })
+	t.Run("fuse", func(t *testing.T) {
+		testutil.RequireFUSE(t)
+		probeBattery(t, true)
+	})
+}
+
+func probeBattery(t *testing.T, fuse bool) {
 	f := newFixture(t)
 	victim := strconv.Itoa(f.victim.Process.Pid)
 
@@ -389,7 +420,7 @@ func TestProbeBattery(t *testing.T) {
 
 	// Inside: stderr is the terminal (what P3 inherits), the dir fd leaks into P0.
 	spec := f.spec(f.probeArgs(victim + ",{P1PID}")...)
-	inOut, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec}, extraFiles: []*os.File{f.secretD}, stderr: slave})
+	inOut, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec, FUSE: fuse}, extraFiles: []*os.File{f.secretD}, stderr: slave})
 	if code != 0 {
 		t.Fatalf("sandboxed probe exit status %d, output:\n%s", code, inOut)
 	}
@@ -426,15 +457,23 @@ func TestProbeBattery(t *testing.T) {
 // runtime read-only.
 func TestMountTable(t *testing.T) {
 	testutil.RequireRoot(t)
+	t.Run("dir", func(t *testing.T) { mountTable(t, false) })
+	t.Run("fuse", func(t *testing.T) {
+		testutil.RequireFUSE(t)
+		mountTable(t, true)
+	})
+}
+
+func mountTable(t *testing.T, fuse bool) {
 	f := newFixture(t)
 	spec := f.spec("mountinfo")
-	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec}})
+	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec, FUSE: fuse}})
 	if code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
 	t.Logf("mountinfo inside:\n%s", out)
 	want := map[string]bool{"/": true, "/etc": true, "/dev": true, "/dev/shm": true, "/proc": true, "/tmp": true,
-		"/var": true, f.bin: true, "/data": true}
+		"/var": true, f.bin: true, "/data": !fuse} // with the view, /data is an entry, not a mount
 	hostOK := map[string]bool{f.bin: true, f.data: true} // host paths allowed as a bind's root
 	for _, d := range DefaultRuntimeDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
@@ -480,6 +519,9 @@ func TestMountTable(t *testing.T) {
 		if strings.HasPrefix(mp, "/proc/") {
 			continue // runc-style masks and read-only binds inside the fresh proc
 		}
+		if mp == "/" && fuse && fstype != "fuse.rootfs" {
+			t.Errorf("root is %s, want the view (fuse.rootfs)", fstype)
+		}
 		if !want[mp] {
 			t.Errorf("unexpected mount point %s (%s, root %s)", mp, fstype, root)
 		}
@@ -502,8 +544,8 @@ func TestMountTable(t *testing.T) {
 			t.Errorf("proc without hidepid: %s", l)
 		}
 	}
-	for mp := range want {
-		if !seen[mp] {
+	for mp, w := range want {
+		if w && !seen[mp] {
 			t.Errorf("expected mount point %s missing", mp)
 		}
 	}
@@ -593,11 +635,18 @@ func TestStop(t *testing.T) {
 // P1, P2 and the server with it, and no mount appears on the host.
 func TestKill9LeavesNothing(t *testing.T) {
 	testutil.RequireRoot(t)
+	t.Run("dir", func(t *testing.T) { kill9(t, false) })
+	t.Run("fuse", func(t *testing.T) {
+		testutil.RequireFUSE(t)
+		kill9(t, true)
+	})
+}
+
+func kill9(t *testing.T, fuse bool) {
 	f := newFixture(t)
-	hostBefore, _ := os.ReadFile("/proc/self/mountinfo")
 	marker := "kill9-" + reverse(f.marker)
 	spec := f.spec("sleep", marker)
-	cfgJSON, _ := json.Marshal(p1Config{Spec: spec})
+	cfgJSON, _ := json.Marshal(p1Config{Spec: spec, Data: f.data, FUSE: fuse})
 	p0 := exec.Command(os.Args[0], "-test.run=^$")
 	p0.Env = append(os.Environ(), envHelper+"=p0", envP1+"="+string(cfgJSON))
 	p0.Stderr = os.Stderr
@@ -620,9 +669,24 @@ func TestKill9LeavesNothing(t *testing.T) {
 	if len(p1) != 1 {
 		t.Fatalf("P0 children: %v", p1)
 	}
+	// P1's private mount point: a tmpfs named "rootfs" that only its
+	// namespace shows, never the host's (checked while it runs and after).
 	mi, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", p1[0]))
-	if !bytes.Contains(mi, []byte(" rootfs ")) && !bytes.Contains(mi, []byte("rootfs-")) {
-		t.Errorf("P1's namespace does not show its private tmpfs:\n%s", mi)
+	private := ""
+	for _, l := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(l); len(f) > 9 && strings.Contains(l, " - tmpfs rootfs ") {
+			private = unescapeMountinfo(f[4])
+		}
+	}
+	if private == "" {
+		t.Fatalf("P1's namespace does not show its private tmpfs:\n%s", mi)
+	}
+	hostHas := func() bool {
+		b, _ := os.ReadFile("/proc/self/mountinfo")
+		return bytes.Contains(b, []byte(" "+private+" ")) || bytes.Contains(b, []byte(" "+private+"/"))
+	}
+	if hostHas() {
+		t.Errorf("host mount table shows P1's private mount %s", private)
 	}
 	chain := append(append([]int{}, p1...), childrenOf(p1[0])...)
 	chain = append(chain, pids...)
@@ -646,11 +710,13 @@ func TestKill9LeavesNothing(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	hostAfter, _ := os.ReadFile("/proc/self/mountinfo")
-	if !bytes.Equal(hostBefore, hostAfter) {
-		t.Errorf("host mount table changed:\nbefore:\n%s\nafter:\n%s", hostBefore, hostAfter)
+	if hostHas() {
+		t.Errorf("host mount table shows %s after kill -9", private)
 	}
-	t.Logf("killed P0 %d; P1, P2 and server %v gone; host mount table unchanged", p0.Process.Pid, chain)
+	if b, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(b, []byte(f.bin)) {
+		t.Errorf("host mount table shows a mount of the sandbox:\n%s", b)
+	}
+	t.Logf("killed P0 %d; P1, P2 and server %v gone; %s never visible on the host", p0.Process.Pid, chain, private)
 }
 
 func findProcs(marker string) []int {
