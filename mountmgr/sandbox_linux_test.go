@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -185,6 +186,18 @@ func newFixture(t *testing.T) *fixture {
 	if err := unix.Chmod(suid, 0o4755); err != nil {
 		t.Fatal(err)
 	}
+	// A copy with file capabilities cap_net_raw+ep (A9): security.capability
+	// v2 = magic 0x02000001 (revision 2, effective), permitted bit 13.
+	fcap := filepath.Join(f.data, "fcap-probe")
+	if err := os.WriteFile(fcap, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	capData := make([]byte, 20)
+	binary.LittleEndian.PutUint32(capData[0:], 0x02000001)
+	binary.LittleEndian.PutUint32(capData[4:], 1<<13)
+	if err := unix.Setxattr(fcap, "security.capability", capData, 0); err != nil {
+		t.Fatalf("setcap: %v", err)
+	}
 	var rnd [8]byte
 	f.token = fmt.Sprintf("T1-%x", time.Now().UnixNano())
 	f.marker = "rootfs-canary-proc-" + hex.EncodeToString(rnd[:]) + strconv.Itoa(os.Getpid())
@@ -235,7 +248,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) probeArgs(victims string) []string {
 	return []string{"run", "-secret", f.secret, "-token", f.token, "-handle", f.handle, "-victims", victims,
-		"-marker", reverse(f.marker), "-sock", f.sock, "-abstract", f.abstr, "-suid", "/data/suid-probe", "-rootdir", "/data"}
+		"-marker", reverse(f.marker), "-sock", f.sock, "-abstract", f.abstr, "-suid", "/data/suid-probe", "-fcap", "/data/fcap-probe", "-rootdir", "/data"}
 }
 
 type probeResult struct {
@@ -331,7 +344,7 @@ func (f *fixture) spec(args ...string) Spec {
 // allCases must match internal/probe's list: a case missing from the
 // output fails the test.
 var allCases = []string{
-	"caps", "chroot", "dotdot", "cwd", "fds", "setns", "mount", "fsopen", "open_tree", "mknod", "suid", "nosuid",
+	"caps", "chroot", "dotdot", "cwd", "fds", "setns", "mount", "fsopen", "open_tree", "mknod", "suid", "fcap", "nosuid",
 	"pids", "procroot", "proccwd", "procfd", "ptrace", "process_vm_readv", "kill",
 	"unshare", "clone_userns", "open_by_handle_at", "keyctl", "i386", "syscalls",
 	"tiocsti", "env", "unix_path", "unix_abstract", "sys", "shadow", "proc_sys_write", "sysrq",
@@ -391,8 +404,8 @@ func probeBattery(t *testing.T, fuse bool) {
 	outside := exec.Command(f.probe, f.probeArgs(victim)...)
 	outside.Args = append(outside.Args[:0:0], outside.Args...)
 	for i, a := range outside.Args {
-		if a == "/data/suid-probe" {
-			outside.Args[i] = filepath.Join(f.data, "suid-probe")
+		if a == "/data/suid-probe" || a == "/data/fcap-probe" {
+			outside.Args[i] = filepath.Join(f.data, filepath.Base(a))
 		}
 		if a == "/data" {
 			outside.Args[i] = f.data
@@ -408,14 +421,16 @@ func probeBattery(t *testing.T, fuse bool) {
 	}
 	out := parseResults(t, string(outOut))
 	// The setuid case needs an unprivileged caller to mean anything.
-	suidCmd := exec.Command(f.probe, "case", "suid", "-suid", filepath.Join(f.data, "suid-probe"))
-	suidCmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if b, err := suidCmd.Output(); err == nil {
-		for k, v := range parseResults(t, string(b)) {
-			out[k] = v
+	for _, c := range []string{"suid", "fcap"} {
+		cmd := exec.Command(f.probe, "case", c, "-suid", filepath.Join(f.data, "suid-probe"), "-fcap", filepath.Join(f.data, "fcap-probe"))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if b, err := cmd.Output(); err == nil {
+			for k, v := range parseResults(t, string(b)) {
+				out[k] = v
+			}
+		} else {
+			t.Errorf("outside %s probe as nobody: %v", c, err)
 		}
-	} else {
-		t.Errorf("outside suid probe as nobody: %v", err)
 	}
 
 	// Inside: stderr is the terminal (what P3 inherits), the dir fd leaks into P0.

@@ -48,6 +48,7 @@ type opts struct {
 	sock     string // host path unix socket
 	abstract string // host abstract socket name (without the leading @)
 	suid     string // path of a setuid-root copy of the probe
+	fcap     string // path of a copy carrying file capabilities (cap_net_raw+ep)
 	rootdir  string // a writable root of the view (e.g. /data)
 }
 
@@ -58,7 +59,7 @@ type result struct {
 }
 
 var cases = []string{
-	"caps", "chroot", "dotdot", "cwd", "fds", "setns", "mount", "fsopen", "open_tree", "mknod", "suid", "nosuid",
+	"caps", "chroot", "dotdot", "cwd", "fds", "setns", "mount", "fsopen", "open_tree", "mknod", "suid", "fcap", "nosuid",
 	"pids", "procroot", "proccwd", "procfd", "ptrace", "process_vm_readv", "kill",
 	"unshare", "clone_userns", "open_by_handle_at", "keyctl", "i386", "syscalls",
 	"tiocsti", "env", "unix_path", "unix_abstract", "sys", "shadow", "proc_sys_write", "sysrq",
@@ -124,6 +125,7 @@ func parse(args []string) *opts {
 	fs.StringVar(&o.sock, "sock", "", "")
 	fs.StringVar(&o.abstract, "abstract", "", "")
 	fs.StringVar(&o.suid, "suid", "", "")
+	fs.StringVar(&o.fcap, "fcap", "", "")
 	fs.StringVar(&o.rootdir, "rootdir", "", "")
 	fs.Parse(args)
 	return o
@@ -365,6 +367,18 @@ func one(name string, o *opts) (bool, string) {
 		mycap := statusField("CapEff")
 		esc := w["euid"] != me || w["capeff"] != mycap
 		return esc, fmt.Sprintf("parent euid=%s capeff=%s, setuid child euid=%s capeff=%s", me, mycap, w["euid"], w["capeff"])
+	case "fcap": // A9: a binary with file capabilities gains nothing
+		if o.fcap == "" {
+			return false, "no -fcap given"
+		}
+		out, err := exec.Command(o.fcap, "whoami").Output()
+		if err != nil {
+			return false, "exec: " + errs(err)
+		}
+		var w map[string]string
+		json.Unmarshal(out, &w)
+		mycap := statusField("CapEff")
+		return w["capeff"] != mycap, fmt.Sprintf("parent capeff=%s, file-caps child capeff=%s", mycap, w["capeff"])
 	case "nosuid":
 		var st unix.Statfs_t
 		if err := unix.Statfs(filepath.Dir(o.suid), &st); err != nil {
