@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -110,15 +112,20 @@ func checkMountpoint(dir string, t *vfs.Table, log *zap.Logger) ([]ident, error)
 	if dir == "" {
 		return nil, fmt.Errorf("%w: no mount point given", ErrBadMountpoint)
 	}
-	var st unix.Stat_t
-	err := unix.Stat(dir, &st)
-	if errors.Is(err, syscall.ENOTCONN) {
+	// statfs always reaches a FUSE daemon (stat may be answered from the
+	// kernel's attribute cache), so it is what tells a dead mount.
+	var sfs unix.Statfs_t
+	for range 8 { // dead mounts can be stacked
+		if err := unix.Statfs(dir, &sfs); !errors.Is(err, syscall.ENOTCONN) {
+			break
+		}
 		log.Warn("detaching a stale fuse mount", zap.String("mountpoint", dir))
 		if uerr := unix.Unmount(dir, unix.MNT_DETACH); uerr != nil {
 			return nil, fmt.Errorf("%w: %s is a dead FUSE mount and could not be detached (%v); run: fusermount3 -uz %s", ErrBadMountpoint, dir, uerr, dir)
 		}
-		err = unix.Stat(dir, &st)
 	}
+	var st unix.Stat_t
+	err := unix.Stat(dir, &st)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
 		return nil, fmt.Errorf("%w: %s does not exist; create it with: mkdir -p %s", ErrBadMountpoint, dir, dir)
@@ -126,6 +133,9 @@ func checkMountpoint(dir string, t *vfs.Table, log *zap.Logger) ([]ident, error)
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrBadMountpoint, dir)
+	}
+	if fstype, ok := mountedFS(dir); ok && fstype == "fuse.rootfs" {
+		return nil, fmt.Errorf("%w: a rootfs view is already mounted at %s; unmount it first (fusermount3 -u %s)", ErrBadMountpoint, dir, dir)
 	}
 	chain, err := ancestry(dir)
 	if err != nil {
@@ -207,4 +217,47 @@ func (m *FUSEMount) Unmount() error {
 		}
 	})
 	return m.unmountErr
+}
+
+// mountedFS returns the file system type mounted at dir, if dir is a mount
+// point of this mount namespace.
+func mountedFS(dir string) (string, bool) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	fstype, found := "", false
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 7 || unescapeMountinfoPath(f[4]) != dir {
+			continue
+		}
+		for i := 6; i < len(f); i++ {
+			if f[i] == "-" && i+1 < len(f) {
+				fstype, found = f[i+1], true // the last (topmost) mount wins
+				break
+			}
+		}
+	}
+	return fstype, found
+}
+
+// unescapeMountinfoPath undoes the octal escapes (\040 for a space) of
+// /proc/self/mountinfo.
+func unescapeMountinfoPath(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
@@ -278,5 +281,46 @@ func TestMountCommandErrors(t *testing.T) {
 				t.Errorf("want one error line containing %q, got:\n%s", tt.want, out)
 			}
 		})
+	}
+}
+
+// TestMountCommandStaleMount: a mount left by a killed daemon ("transport
+// endpoint is not connected") is detached by the next "rootfs mount".
+func TestMountCommandStaleMount(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	top := t.TempDir()
+	os.Mkdir(filepath.Join(top, "a"), 0o755)
+	mnt := filepath.Join(top, "mnt")
+	os.Mkdir(mnt, 0o755)
+	bin := rootfsBinary(t)
+	p := startMount(t, bin, "--root", filepath.Join(top, "a"), mnt)
+	if !p.waitFor("rootfs: mounted") {
+		t.Fatalf("not mounted:\n%s", p.output())
+	}
+	p.cmd.Process.Kill()
+	<-p.done
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(mnt, &sfs); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("after kill -9: statfs %v, want ENOTCONN (a dead mount)", err)
+	}
+	q := startMount(t, bin, "--root", filepath.Join(top, "a"), mnt)
+	if !q.waitFor("rootfs: mounted") {
+		t.Fatalf("second mount failed:\n%s", q.output())
+	}
+	if got := listing(t, mnt); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("listing %q", got)
+	}
+	// A live view is not mounted over.
+	r := startMount(t, bin, "--root", filepath.Join(top, "a"), mnt)
+	<-r.done
+	if r.cmd.ProcessState.ExitCode() == 0 || !strings.Contains(r.output(), "already mounted") {
+		t.Errorf("mount over a live view: exit %d:\n%s", r.cmd.ProcessState.ExitCode(), r.output())
+	}
+	q.cmd.Process.Signal(syscall.SIGTERM)
+	<-q.done
+	if mountedAt(mnt) {
+		unix.Unmount(mnt, unix.MNT_DETACH)
+		t.Errorf("mount left behind")
 	}
 }
