@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,37 +12,57 @@ import (
 // raw client can play. Each runs against the naive go-sdk server directly as
 // well where that shows the assertion can fail.
 
-// TestProtocolIDsExact (G6): every response carries the exact id the client
-// sent. The go-sdk server alone decodes 1.5 as 1 and 9007199254740993 as
-// ...992 (negative control); through rootfs the ids must come back intact.
+// TestProtocolIDsExact (G6): each request gets exactly one answer: with the
+// exact id the client sent, or a -32600 refusal (MCP ids are strings or
+// integers). Never a different id, never silence. The go-sdk server alone
+// answers 1.5 as 1 and 9007199254740993 as ...992 (negative control).
 func TestProtocolIDsExact(t *testing.T) {
 	naive := buildNaive(t)
 	ids := []string{`"s-1"`, `"1"`, `42`, `1.5`, `9007199254740993`}
-	run := func(t *testing.T, argv []string) (sent, got []string, stderr string) {
+	// outcomes maps each id to "exact", "refused", "wrong id X" or "no answer".
+	run := func(t *testing.T, argv []string) (map[string]string, string) {
 		p := startRaw(t, argv, nil, true)
 		p.initialize(true)
+		out := map[string]string{}
 		for _, id := range ids {
 			p.sendLine(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"ping"}`, id))
+			rs := p.responses(1, 3*time.Second)
+			var e struct {
+				Code int `json:"code"`
+			}
+			switch {
+			case len(rs) == 0:
+				out[id] = "no answer"
+			case string(rs[0]["id"]) == id:
+				out[id] = "exact"
+			case string(rs[0]["id"]) == "null" && json.Unmarshal(rs[0]["error"], &e) == nil && e.Code == -32600:
+				out[id] = "refused"
+			default:
+				out[id] = "wrong id " + string(rs[0]["id"])
+			}
 		}
-		for _, m := range p.responses(len(ids), 10*time.Second) {
-			got = append(got, string(m["id"]))
+		return out, p.stderr.String()
+	}
+	bad := func(out map[string]string) []string {
+		var b []string
+		for _, id := range ids {
+			if o := out[id]; o != "exact" && o != "refused" {
+				b = append(b, id+": "+o)
+			}
 		}
-		sent = append([]string(nil), ids...)
-		sort.Strings(sent)
-		sort.Strings(got)
-		return sent, got, p.stderr.String()
+		return b
 	}
 	t.Run("direct", func(t *testing.T) {
-		sent, got, _ := run(t, []string{naive})
-		t.Logf("go-sdk server alone: sent ids %v, got back %v", sent, got)
-		expect(t, kindControl, "go-sdk server alone mangles ids", strings.Join(sent, " ") != strings.Join(got, " "),
-			"sent %v, got back %v", sent, got)
+		out, _ := run(t, []string{naive})
+		t.Logf("go-sdk server alone: %v", out)
+		expect(t, kindControl, "go-sdk server alone mangles ids", len(bad(out)) > 0, "all ids came back intact: %v", out)
 	})
 	t.Run("rootfs", func(t *testing.T) {
 		rootfs := buildRootfs(t)
-		sent, got, stderr := run(t, wrap(rootfs, nil, naive))
-		expect(t, kindWorks, "responses carry the exact ids sent", strings.Join(sent, " ") == strings.Join(got, " "),
-			"sent %v, got back %v\nstderr:\n%s", sent, got, stderr)
+		out, stderr := run(t, wrap(rootfs, nil, naive))
+		t.Logf("through rootfs: %v", out)
+		expect(t, kindWorks, "each request answered with its exact id or refused", len(bad(out)) == 0,
+			"%v\nstderr:\n%s", bad(out), stderr)
 	})
 }
 
