@@ -54,8 +54,16 @@ func (h *fileHandle) errno(op string, err error) syscall.Errno { return h.n.v.to
 // PassthroughFd offers the descriptor for FUSE passthrough only when the
 // view was configured for it (Options.Passthrough): a passthrough handle
 // cannot be revoked.
+//
+// Files on another FUSE file system are served by the daemon: stacking them
+// could exceed the kernel's stack depth, and one failed registration turns
+// passthrough off for the whole mount in go-fuse (study §4).
 func (h *fileHandle) PassthroughFd() (int, bool) {
 	if !h.n.v.opts.Passthrough || h.n.inc.revoked.Load() {
+		return -1, false
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(h.fd, &sfs); err != nil || sfs.Type == unix.FUSE_SUPER_MAGIC {
 		return -1, false
 	}
 	return h.fd, true
