@@ -4,10 +4,11 @@
 //
 // Usage:
 //
-//	mcpbench [-n N] [-warmup N] [-root URI]... [-changes N -change-dir DIR] -- COMMAND [ARG...]
+//	mcpbench [-n N] [-warmup N] [-protocol V] [-root URI]... [-changes N -change-dir DIR] -- COMMAND [ARG...]
 //
 // Output is one "key value" pair per line on stdout, for the shell to parse:
 //
+//	protocol                                        (negotiated version)
 //	rtt_n, rtt_p50_us, rtt_p90_us, rtt_p99_us, rtt_mean_us
 //	change_n, change_p50_ms, change_max_ms          (from the roots/list answer)
 //	change_notify_p50_ms, change_notify_max_ms      (from sending list_changed)
@@ -54,6 +55,7 @@ func run() error {
 	changes := flag.Int("changes", 0, "roots changes to time (needs -change-dir)")
 	changeDir := flag.String("change-dir", "", "directory in which to create the roots added by changes")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
+	protocol := flag.String("protocol", "2025-11-25", "protocol version to ask for; the same on both paths so that they compare (roots are deprecated in 2026-07-28)")
 	flag.Var(&roots, "root", "initial client root (file:// URI or absolute path); repeatable")
 	flag.Parse()
 	argv := flag.Args()
@@ -87,7 +89,8 @@ func run() error {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second},
+		&mcp.ClientSessionOptions{ProtocolVersion: *protocol})
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -119,6 +122,7 @@ func run() error {
 		}
 		rtt = append(rtt, float64(d.Nanoseconds())/1e3)
 	}
+	fmt.Printf("protocol %s\n", cs.InitializeResult().ProtocolVersion)
 	fmt.Printf("rtt_n %d\n", len(rtt))
 	fmt.Printf("rtt_p50_us %.1f\nrtt_p90_us %.1f\nrtt_p99_us %.1f\nrtt_mean_us %.1f\n",
 		pct(rtt, 50), pct(rtt, 90), pct(rtt, 99), mean(rtt))
