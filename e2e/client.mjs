@@ -35,7 +35,7 @@
 // The process exits 0 when the transcript is complete, 1 when a fatal error
 // cut it short (the transcript is printed either way).
 
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import {
@@ -50,9 +50,13 @@ function readScenario() {
 }
 
 function childPid(pid) {
+  // A child belongs to the thread that forked it (Go forks from any thread),
+  // so every task's children list counts.
   try {
-    const tasks = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim();
-    if (tasks) return tasks.split(/\s+/)[0];
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const kids = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim();
+      if (kids) return kids.split(/\s+/)[0];
+    }
   } catch {}
   return String(pid); // no child (a server run directly): aim at the process itself
 }
