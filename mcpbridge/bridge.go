@@ -36,6 +36,9 @@
 // one fetch in flight and one queued), swaps, then tells the server with its own
 // notifications/roots/list_changed. The server's roots/list is answered by rootfs from
 // View.Table(), with in-view URIs; until the first roots are known it waits, at most RootsTimeout.
+// The client's own requests and notifications sent in that window wait too, in order, so that a
+// tool call made right after initialized sees the client's roots and not an empty view; its
+// responses to the server's requests are never held.
 //
 // rootfs's own requests to the client use string ids "rootfs-<64-bit random nonce>-<n>": a
 // server cannot produce them without seeing them, and the server never sees them (a client
@@ -174,7 +177,11 @@ type Bridge struct {
 	answered                       []string           // recent rootfs-answered server ids (ring)
 	answeredSet                    map[string]bool
 	warnedEmpty                    bool
-	fetches                        int // roots/list requests sent to the client (tests)
+	// holding: the first client roots are being fetched; client messages for the server wait
+	// in held (in order) so that a request sent right after initialized sees those roots.
+	holding bool
+	held    [][]byte
+	fetches int // roots/list requests sent to the client (tests)
 }
 
 type fetchState struct {

@@ -209,13 +209,17 @@ func TestRootsTimeoutFailsClosed(t *testing.T) {
 	h := newHarness(t, func(o *Options) { o.View = view; o.RootsTimeout = 200 * time.Millisecond })
 	h.startRaw(true, true)
 	id := h.handshake(`{"roots":{"listChanged":true}}`)
-	// Traffic flows while rootfs waits for the client.
+	// The server asks, and the client sends a request of its own: both wait for the first
+	// roots (the request is held so that it cannot see an empty view).
 	h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
-	h.sync("during")
-	// The client never answers: rootfs cancels its request, and the server's roots/list gets
-	// the previous view.
+	h.clientSend(`{"jsonrpc":"2.0","id":"during","method":"ping"}`)
+	// The client never answers: rootfs cancels its request, the server's roots/list gets the
+	// previous view, and the held request is released after it.
 	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"`+id+`","reason":"rootfs: roots/list timed out"}}`)
 	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///before"}]}}`)
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":"during","method":"ping"}`)
+	h.serverSend(`{"jsonrpc":"2.0","id":"during","result":{}}`)
+	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","id":"during","result":{}}`)
 	// A late answer is ignored.
 	h.clientSend(rootsReply(id, dirs[1]))
 	h.sync("after")
@@ -332,6 +336,13 @@ func TestRootfsIDsNeverReachServer(t *testing.T) {
 	if fmt.Sprint(entryNames(h.view.Table())) != "[a]" {
 		t.Errorf("entries %v", entryNames(h.view.Table()))
 	}
+	// Nothing rootfs owns: forwarded verbatim, and the server's batch answer comes back verbatim.
+	b1 := `[{"jsonrpc":"2.0","id":1,"method":"ping"}, {"jsonrpc":"2.0","id":2,"method":"tools/list"}]`
+	h.clientSend(b1)
+	expect(t, h.serverRecv(), b1)
+	r1 := `[{"jsonrpc":"2.0","id":2,"result":{"tools":[]}},{"jsonrpc":"2.0","id":1,"result":{}}]`
+	h.serverSend(r1)
+	expect(t, h.clientRecv(), r1)
 	if h.logs.FilterMessage("dropped a reply from the server to no pending request").Len() != 1 {
 		t.Error("forged reply not logged")
 	}
@@ -372,14 +383,6 @@ func TestBatches(t *testing.T) {
 	h := newHarness(t, nil)
 	h.startRaw(true, true)
 	id := h.handshake(`{"roots":{"listChanged":true}}`)
-
-	// Nothing rootfs owns: forwarded verbatim, and the server's batch answer comes back verbatim.
-	b1 := `[{"jsonrpc":"2.0","id":1,"method":"ping"}, {"jsonrpc":"2.0","id":2,"method":"tools/list"}]`
-	h.clientSend(b1)
-	expect(t, h.serverRecv(), b1)
-	r1 := `[{"jsonrpc":"2.0","id":2,"result":{"tools":[]}},{"jsonrpc":"2.0","id":1,"result":{}}]`
-	h.serverSend(r1)
-	expect(t, h.clientRecv(), r1)
 
 	// A reply to rootfs and a discover probe hidden in a batch are handled; the rest is
 	// forwarded as a new array; rootfs's replies come back as one array.
@@ -556,7 +559,7 @@ func TestMalformedRootsResultsKeepView(t *testing.T) {
 
 func TestDuplicateResultKeysRefused(t *testing.T) {
 	// G4: a reply whose meaning depends on the parser is refused, not acted on.
-	h := newHarness(t, nil)
+	h := newHarness(t, func(o *Options) { o.RootsTimeout = 200 * time.Millisecond })
 	h.startRaw(true, true)
 	id := h.handshake(`{"roots":{}}`)
 	h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","result":{"roots":[]},"result":{"roots":[{"uri":"file:///"}]}}`)
@@ -566,5 +569,29 @@ func TestDuplicateResultKeysRefused(t *testing.T) {
 	h.sync("s")
 	if h.view.swaps.Load() != 0 {
 		t.Error("view swapped")
+	}
+}
+
+func TestRequestsWaitForFirstRoots(t *testing.T) {
+	// A client that calls a tool right after initialized must not race the roots/list round
+	// trip: the call reaches the server only once the client's roots are in the view.
+	dirs := mkdirs(t, "proj")
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read","arguments":{"path":"/proj/x"}}}`
+	h.clientSend(call)
+	// A response to a server request is not held: the server may be waiting for it.
+	h.serverSend(`{"jsonrpc":"2.0","id":"s1","method":"ping"}`)
+	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","id":"s1","method":"ping"}`)
+	h.clientSend(`{"jsonrpc":"2.0","id":"s1","result":{}}`)
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":"s1","result":{}}`)
+	if n := len(entryNames(h.view.Table())); n != 0 {
+		t.Fatalf("view has %d entries before the client answered", n)
+	}
+	h.clientSend(rootsReply(id, dirs[0]))
+	expect(t, h.serverRecv(), call)
+	if got := fmt.Sprint(entryNames(h.view.Table())); got != "[proj]" {
+		t.Fatalf("when the call reached the server the view held %s, want [proj]", got)
 	}
 }

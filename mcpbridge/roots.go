@@ -22,6 +22,7 @@ func (b *Bridge) onInitialized() {
 	}
 	b.initialized = true
 	roots := b.clientRoots
+	b.holding = roots
 	b.mu.Unlock()
 	if roots {
 		b.requestFetch()
@@ -132,6 +133,9 @@ func (b *Bridge) settle(changed bool) {
 		}
 	}
 	b.mu.Unlock()
+	if first {
+		b.releaseHeld()
+	}
 	for key, w := range ws {
 		w.timer.Stop()
 		b.answerRoots(w.id, key)
@@ -308,4 +312,60 @@ func (b *Bridge) swallowCancel(key string) bool {
 		return true
 	}
 	return b.answeredSet[key]
+}
+
+// forwardToServer forwards a client message to the server, or holds a client request or
+// notification while the first client roots are being fetched (see releaseHeld). Responses to
+// the server's own requests are never held: the server may be waiting for them.
+func (b *Bridge) forwardToServer(msg []byte) {
+	b.mu.Lock()
+	if b.holding && !isResponse(msg) {
+		b.held = append(b.held, withNewline(msg))
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	forward(b.toServer, msg)
+}
+
+// releaseHeld forwards, in order, what the client sent between its initialized and the first
+// roots being settled (fetched, refused, or timed out after RootsTimeout), then stops holding.
+// Without the hold, a tool call sent right after initialized would race the roots/list
+// round trip and could find an empty view. Messages that arrive while it releases are held
+// and released in turn, so order is kept.
+func (b *Bridge) releaseHeld() {
+	for {
+		b.mu.Lock()
+		batch := b.held
+		b.held = nil
+		if len(batch) == 0 {
+			b.holding = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		if len(batch) > 0 {
+			b.log.Debug("releasing client messages held for the first roots", zap.Int("messages", len(batch)))
+		}
+		for _, m := range batch {
+			_ = b.toServer.push(m, true)
+		}
+	}
+}
+
+// isResponse reports whether msg (a message or a batch) holds only responses.
+func isResponse(msg []byte) bool {
+	els := [][]byte{msg}
+	if t := trimmed(msg); len(t) > 0 && t[0] == '[' {
+		els = elements(t)
+	}
+	for _, el := range els {
+		var m struct {
+			Method *string `json:"method"`
+		}
+		if json.Unmarshal(el, &m) != nil || m.Method != nil {
+			return false
+		}
+	}
+	return true
 }

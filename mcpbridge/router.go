@@ -96,7 +96,7 @@ func (b *Bridge) handleClientLine(line []byte) {
 	}
 	r := b.routeClient(t)
 	if r.fwd != nil {
-		forward(b.toServer, r.fwd)
+		b.forwardToServer(r.fwd)
 	}
 	if r.reply != nil {
 		b.sendClient(r.reply)
@@ -132,9 +132,9 @@ func (b *Bridge) clientBatch(t []byte) {
 	}
 	switch {
 	case verbatim:
-		forward(b.toServer, t)
+		b.forwardToServer(t)
 	case len(fwds) > 0:
-		forward(b.toServer, arrayOf(fwds))
+		b.forwardToServer(arrayOf(fwds))
 	}
 	if len(replies) > 0 {
 		b.sendClient(withNewline(arrayOf(trimNewlines(replies))))
