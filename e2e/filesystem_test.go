@@ -30,6 +30,8 @@ func filesystemSteps(f *fixture, p paths) []step {
 		call("move", "move_file", map[string]any{"source": p.in("proj-alpha", "notes.txt"), "destination": p.in("proj-alpha", "made", "moved.txt")}),
 		call("list", "list_directory", map[string]any{"path": p.in("proj-beta")}),
 		call("tree", "directory_tree", map[string]any{"path": p.in("proj-beta")}),
+		call("sizes", "list_directory_with_sizes", map[string]any{"path": p.in("proj-beta"), "sortBy": "size"}),
+		call("media", "read_media_file", map[string]any{"path": p.in("proj-beta", "proj-beta.txt")}),
 		call("info", "get_file_info", map[string]any{"path": p.in("proj-beta", "proj-beta.txt")}),
 		call("search", "search_files", map[string]any{"path": p.in("proj-alpha"), "pattern": "**/*.txt"}),
 		// Out of bounds: a host path, dot-dot tricks, symlinks that point out.
@@ -103,6 +105,8 @@ func TestServerFilesystem(t *testing.T) {
 		expect(t, kindWorks, "move removed the source on the host", os.IsNotExist(err), "stat: %v", err)
 		works("list", "list_directory", strings.Contains(tr.step(t, "list").Text, "[FILE] proj-beta.txt"))
 		works("tree", "directory_tree", strings.Contains(tr.step(t, "tree").Text, "deep.md"))
+		works("sizes", "list_directory_with_sizes", strings.Contains(tr.step(t, "sizes").Text, "proj-beta.txt"))
+		works("media", "read_media_file", true)
 		works("info", "get_file_info", strings.Contains(tr.step(t, "info").Text, "size"))
 		works("search", "search_files", strings.Contains(tr.step(t, "search").Text, "/proj-alpha/proj-alpha.txt") &&
 			strings.Contains(tr.step(t, "search").Text, "/proj-alpha/made/moved.txt"))

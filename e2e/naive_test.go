@@ -87,6 +87,10 @@ func TestNaiveServer(t *testing.T) {
 		t.Log("/proc/1/root is not reachable here (PID 1 in another user namespace): its attacks run without a negative control")
 	}
 
+	// A read-only extra path, as the node servers' node_modules are bound.
+	roDir := filepath.Join(f.base, "ro-extra")
+	mustWrite(t, filepath.Join(roDir, "lib.js"), "module code\n")
+
 	run := func(t *testing.T, argv []string, wrapped bool) (*transcript, paths) {
 		p := paths{f: f, wrapped: wrapped}
 		alphaURI := "file://" + f.roots["proj-alpha"]
@@ -102,6 +106,8 @@ func TestNaiveServer(t *testing.T) {
 			call("write in root", "write_file", map[string]any{"path": p.in("proj-beta", "written.txt"), "content": "hello from the server"}),
 			call("write outside", "write_file", map[string]any{"path": filepath.Join(f.outDir, "pwned.txt"), "content": "pwned"}),
 			call("exec in root", "exec", map[string]any{"argv": []string{"cat", p.in("proj-alpha", "proj-alpha.txt")}}),
+			call("read ro-bind", "read_file", map[string]any{"path": filepath.Join(roDir, "lib.js")}),
+			call("write ro-bind", "write_file", map[string]any{"path": filepath.Join(roDir, "lib.js"), "content": "tampered\n"}),
 		}
 		for _, a := range naiveAttacks() {
 			steps = append(steps, call(a.name, a.tool, a.args(p)))
@@ -129,11 +135,13 @@ func TestNaiveServer(t *testing.T) {
 		_, err := os.Stat(filepath.Join(f.outDir, "pwned.txt"))
 		expect(t, kindControl, "write outside", err == nil, "the direct write outside did not land: %v", err)
 		_ = os.Remove(filepath.Join(f.outDir, "pwned.txt"))
+		expect(t, kindControl, "write to the --ro-bind path", tr.step(t, "write ro-bind").succeeded(), "%s", tr.step(t, "write ro-bind"))
+		mustWrite(t, filepath.Join(roDir, "lib.js"), "module code\n")
 	})
 
 	t.Run("rootfs", func(t *testing.T) {
 		rootfs := buildRootfs(t)
-		tr, _ := run(t, wrap(rootfs, nil, naive), true)
+		tr, _ := run(t, wrap(rootfs, []string{"--ro-bind", roDir}, naive), true)
 		for _, a := range naiveAttacks() {
 			r := tr.step(t, a.name)
 			leak := a.leak(f)
@@ -183,6 +191,11 @@ func TestNaiveServer(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(f.roots["proj-beta"], "written.txt"))
 		expect(t, kindWorks, "write in a root reaches the host", err == nil && string(b) == "hello from the server",
 			"host file: %q, %v; step %s", b, err, tr.step(t, "write in root"))
+		expect(t, kindWorks, "--ro-bind path is readable", strings.Contains(tr.step(t, "read ro-bind").Text, "module code"),
+			"%s\nstderr:\n%s", tr.step(t, "read ro-bind"), tr.stderr)
+		b, _ = os.ReadFile(filepath.Join(roDir, "lib.js"))
+		expect(t, kindContain, "--ro-bind path is not writable", !tr.step(t, "write ro-bind").succeeded() && string(b) == "module code\n",
+			"%s; host file now %q", tr.step(t, "write ro-bind"), b)
 		expect(t, kindWorks, "exec inside reads a root", strings.Contains(tr.step(t, "exec in root").Text, "content of proj-alpha"),
 			"%s\nstderr:\n%s", tr.step(t, "exec in root"), tr.stderr)
 	})
