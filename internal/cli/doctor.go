@@ -70,7 +70,7 @@ func hostFindings() []mountmgr.Finding {
 	}
 	if inContainer() {
 		out = append(out, mountmgr.Finding{Name: "container", OK: true,
-			Detail: "inside a container: it needs /dev/fuse and CAP_SYS_ADMIN (devcontainer.json: \"runArgs\": [\"--device=/dev/fuse\", \"--cap-add=SYS_ADMIN\", \"--security-opt=apparmor=unconfined\"])"})
+			Detail: "inside a container: it needs /dev/fuse and CAP_SYS_ADMIN (devcontainer.json: \"runArgs\": [\"--device=/dev/fuse\"], \"capAdd\": [\"SYS_ADMIN\"], \"securityOpt\": [\"apparmor=unconfined\", \"systempaths=unconfined\"])"})
 	}
 	return out
 }
