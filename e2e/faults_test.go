@@ -59,11 +59,30 @@ func TestFaultServerCrash(t *testing.T) {
 			"%q isError=%v err=%v\nstderr:\n%s", text, isErr, err, p.stderr) {
 			return
 		}
+		start := time.Now()
 		_, _, err = p.tool("crash", map[string]any{"code": 3}, 10*time.Second)
 		expect(t, kindWorks, "the client gets an error for the request in flight",
 			err != nil && strings.HasPrefix(err.Error(), "json-rpc error"), "got %v\nstderr:\n%s", err, p.stderr)
+		answered := time.Since(start)
 		status, exited := p.waitExit(10 * time.Second)
+		t.Logf("crash: error answered after %v, rootfs exited after %v", answered.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		expect(t, kindWorks, "rootfs exits with the server's status", exited && status == 3,
+			"exited=%v status=%d\nstderr:\n%s", exited, status, p.stderr)
+		noLeftovers(t, mark, before, 2*time.Second)
+	})
+
+	t.Run("rootfs killed by signal", func(t *testing.T) {
+		rootfs := buildRootfs(t)
+		before := hostMountinfo(t)
+		mark := marker()
+		p := startRaw(t, wrap(rootfs, nil, naive, mark), f.rootsFor("proj-alpha"), true)
+		p.initialize(true)
+		p.waitPath("/proj-alpha")
+		_, _, err := p.tool("crash", map[string]any{"code": 1, "signal": 9}, 10*time.Second)
+		expect(t, kindWorks, "SIGKILLed server: the client gets an error", err != nil && strings.HasPrefix(err.Error(), "json-rpc error"),
+			"got %v\nstderr:\n%s", err, p.stderr)
+		status, exited := p.waitExit(10 * time.Second)
+		expect(t, kindWorks, "SIGKILLed server: rootfs exits 128+9", exited && status == 137,
 			"exited=%v status=%d\nstderr:\n%s", exited, status, p.stderr)
 		noLeftovers(t, mark, before, 2*time.Second)
 	})

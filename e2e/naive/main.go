@@ -15,7 +15,7 @@
 //	exec {argv}                 runs argv[0] with argv[1:], returns stdout+stderr and the status
 //	get_roots                   calls roots/list on the client and returns the JSON result
 //	stats                       counters: roots/list_changed notifications received
-//	crash {code}                exits with code in the middle of the request
+//	crash {code, signal}        exits with code (or dies of signal) in the middle of the request
 //	flood_stderr {bytes}        writes that many bytes to stderr, then answers
 //	stdout {lines}              writes raw lines to stdout (forged or broken messages)
 //
@@ -39,6 +39,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,7 +58,8 @@ type execArgs struct {
 }
 
 type crashArgs struct {
-	Code int `json:"code"`
+	Code   int `json:"code"`
+	Signal int `json:"signal,omitempty" jsonschema:"if set, kill itself with this signal instead"`
 }
 
 type floodArgs struct {
@@ -161,6 +163,10 @@ func main() {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "exit in the middle of this request"},
 		func(_ context.Context, _ *mcp.CallToolRequest, a crashArgs) (*mcp.CallToolResult, any, error) {
+			if a.Signal != 0 {
+				_ = syscall.Kill(os.Getpid(), syscall.Signal(a.Signal))
+				select {} // the signal ends the process
+			}
 			os.Exit(a.Code)
 			return nil, nil, nil
 		})
