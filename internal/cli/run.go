@@ -97,6 +97,13 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := rf.spec(); err != nil {
 		return err
 	}
+	if os.Geteuid() != 0 {
+		// Without root, what the sandbox needs may be forbidden (user
+		// namespaces, /dev/fuse); say so in one line with the fix.
+		if err := mountmgr.PreflightError(mountmgr.Preflight()); err != nil {
+			return err
+		}
+	}
 	code, err := mountmgr.RunDaemon(mountmgr.DaemonOptions{Args: append([]string{"run"}, args...), Logger: log})
 	if err != nil {
 		return err
