@@ -128,7 +128,7 @@ func TestRunUnprivileged(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "f"), []byte("mine\n"), 0o644)
 	os.Chown(filepath.Join(root, "f"), 65534, 65534)
 
-	script := say("$(cat /"+filepath.Base(root)+"/f) $(cat /etc/shadow 2>/dev/null || echo no-shadow)")
+	script := say("$(cat /" + filepath.Base(root) + "/f) $(cat /etc/shadow 2>/dev/null || echo no-shadow)")
 	out, errs, code := runAs(t, bin, 65534, 65534, "run", "--root", root, "--", "/bin/sh", "-c", script)
 	fuseOpen := func() bool {
 		cmd := exec.Command("/bin/sh", "-c", "exec 3<>/dev/fuse")
