@@ -194,7 +194,7 @@ func TestExamples(t *testing.T) {
 			r := tr.step(t, "allowed")
 			expect(t, kindWorks, ex.file+": "+c.name+": the server is allowed "+c.dir, r.Satisfied, "%s\nstderr:\n%s", r, tr.stderr)
 			r = tr.step(t, "read")
-			expect(t, kindWorks, ex.file+": "+c.name+": reads inside", r.succeeded() && strings.Contains(r.Text, c.want), "%s", r)
+			expect(t, kindWorks, ex.file+": "+c.name+": reads inside", r.succeeded() && strings.Contains(r.Text, c.want), "%s\nstderr:\n%s", r, tr.stderr)
 			r = tr.step(t, "outside")
 			expect(t, kindContain, ex.file+": "+c.name+": /etc/shadow stays out", !r.succeeded() && !strings.Contains(r.Text, "root:"), "%s", r)
 		})
