@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -455,6 +456,9 @@ func parseValid(b []byte) (*envelope, error) {
 			if !isInteger(e.id) {
 				return nil, fmt.Errorf("%w: id must be a string or an integer", errInvalid)
 			}
+			if !safeInteger(e.id) {
+				return nil, fmt.Errorf("%w: integer id %s is beyond ±(2^53-1), which JSON peers (JavaScript, go-sdk) cannot represent exactly; use a smaller integer or a string", errInvalid, e.id)
+			}
 			e.idKey = "n:" + string(e.id)
 		case c == 'n' && !hasMethod && hasError:
 			// An error response with "id": null (a reply to a message its sender could not parse).
@@ -478,6 +482,14 @@ func parseValid(b []byte) (*envelope, error) {
 		return nil, fmt.Errorf("%w: neither method nor result/error", errInvalid)
 	}
 	return e, nil
+}
+
+// safeInteger reports whether an integer token is within ±(2^53-1). A larger id would reach a
+// peer that decodes numbers as float64 and come back altered, so its answer could never be
+// matched to the request (the sender would wait forever).
+func safeInteger(n []byte) bool {
+	v, err := strconv.ParseInt(string(n), 10, 64)
+	return err == nil && v <= 1<<53-1 && v >= -(1<<53-1)
 }
 
 // isInteger reports whether a JSON number token has no fraction or exponent. Ids must be

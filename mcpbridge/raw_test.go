@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func TestForwardedVerbatim(t *testing.T) {
 	h := newHarness(t, nil)
 	h.startRaw(true, true)
 	for _, m := range []string{
-		`{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"x"},"zzz":[1,2]}`,
+		`{"jsonrpc":"2.0","id":9007199254740991,"method":"tools/call","params":{"name":"x"},"zzz":[1,2]}`,
 		`{ "method" : "tools/list", "jsonrpc":"2.0", "id":"\u0041b"  }`,
 		`{"jsonrpc":"2.0","id":-0,"method":"x/y","params":["\ud800",1e400]}`,
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1.5,"progress":0.25}}`,
@@ -80,7 +81,7 @@ func TestForwardedVerbatim(t *testing.T) {
 		expect(t, h.serverRecv(), m)
 	}
 	for _, m := range []string{
-		`{"jsonrpc":"2.0","id":9007199254740993,"result":{"content":[],"unknown":null}}`,
+		`{"jsonrpc":"2.0","id":9007199254740991,"result":{"content":[],"unknown":null}}`,
 		`{"jsonrpc":"2.0","id":"Ab","error":{"code":-1,"message":"m","data":{"k":[]}}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{"messages":[]}}`,
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`,
@@ -216,8 +217,13 @@ func TestRootsTimeoutFailsClosed(t *testing.T) {
 	// The client never answers: rootfs cancels its request, the server's roots/list gets the
 	// previous view, and the held request is released after it.
 	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"`+id+`","reason":"rootfs: roots/list timed out"}}`)
-	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///before"}]}}`)
-	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":"during","method":"ping"}`)
+	// The two timers fire together, so the two messages may come in either order.
+	got := []string{h.serverRecv(), h.serverRecv()}
+	slices.Sort(got)
+	want := []string{`{"jsonrpc":"2.0","id":"during","method":"ping"}`, `{"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///before"}]}}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("server got %q, want %q", got, want)
+	}
 	h.serverSend(`{"jsonrpc":"2.0","id":"during","result":{}}`)
 	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","id":"during","result":{}}`)
 	// A late answer is ignored.
@@ -593,5 +599,33 @@ func TestRequestsWaitForFirstRoots(t *testing.T) {
 	expect(t, h.serverRecv(), call)
 	if got := fmt.Sprint(entryNames(h.view.Table())); got != "[proj]" {
 		t.Fatalf("when the call reached the server the view held %s, want [proj]", got)
+	}
+}
+
+func TestUnsafeIntegerIDRefused(t *testing.T) {
+	// An id a float64 peer cannot hold would come back altered and never match its request:
+	// refused up front with a reason, the session goes on.
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	h.handshake(`{}`)
+	h.clientSend(`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`)
+	got := h.clientRecv()
+	if !strings.Contains(got, `"code":-32600`) || !strings.Contains(got, "2^53") {
+		t.Fatalf("got %s", got)
+	}
+	h.sync("after")
+}
+
+func TestEmptyClientRootsUseStatic(t *testing.T) {
+	// A client that declares roots and answers with none (Claude Desktop) gets the static
+	// roots, which are for exactly the case where the client has none.
+	dirs := mkdirs(t, "static")
+	h := newHarness(t, func(o *Options) { o.Static = []vfs.Root{{URI: dirs[0]}} })
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","result":{"roots":[]}}`)
+	h.sync("s")
+	if got := fmt.Sprint(entryNames(h.view.Table())); got != "[static]" {
+		t.Fatalf("entries %s, want [static]", got)
 	}
 }

@@ -112,6 +112,10 @@ func (b *Bridge) handleFetchReply(e *envelope) {
 		}
 	} else if roots, err := b.parseRoots(e.result); err != nil {
 		b.log.Warn("client roots/list result refused; keeping the previous view", zap.Error(err))
+	} else if len(roots) == 0 && len(b.opts.Static) > 0 {
+		// Some clients declare roots and answer with none (Claude Desktop); the static roots
+		// are for exactly the case where the client has none.
+		changed = b.useStatic("the client answered roots/list with no roots")
 	} else {
 		changed = b.install(roots, "client")
 	}
