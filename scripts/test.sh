@@ -30,5 +30,6 @@ fuzz() { # package target
   fi
 }
 fuzz vfs FuzzParseRoot
+fuzz vfs FuzzNames
 fuzz mcpbridge FuzzRouter
 echo "== all tests passed" >&2
