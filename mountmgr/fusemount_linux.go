@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,7 +228,7 @@ func mountedFS(dir string) (string, bool) {
 	fstype, found := "", false
 	for _, l := range strings.Split(string(data), "\n") {
 		f := strings.Fields(l)
-		if len(f) < 7 || unescapeMountinfoPath(f[4]) != dir {
+		if len(f) < 7 || unescapeMountinfo(f[4]) != dir {
 			continue
 		}
 		for i := 6; i < len(f); i++ {
@@ -240,24 +239,4 @@ func mountedFS(dir string) (string, bool) {
 		}
 	}
 	return fstype, found
-}
-
-// unescapeMountinfoPath undoes the octal escapes (\040 for a space) of
-// /proc/self/mountinfo.
-func unescapeMountinfoPath(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
