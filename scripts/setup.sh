@@ -12,8 +12,8 @@ command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 command -v git >/dev/null || need_apt+=(git)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
-command -v go >/dev/null || need_apt+=(golang-go)
-command -v gcc >/dev/null || need_apt+=(gcc)
+command -v curl >/dev/null || need_apt+=(curl ca-certificates)
+command -v unzip >/dev/null || need_apt+=(unzip)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: need root to install ${need_apt[*]}; run: sudo $0 $*" >&2
@@ -24,12 +24,34 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# go.mod asks for a newer Go than some distributions ship; Go 1.21+ fetches
-# the right toolchain from the module proxy by itself.
+# go.mod needs Go 1.26. Go 1.21+ fetches the right toolchain from the module
+# proxy by itself; an older or missing go (Debian 12 ships 1.19) gets the
+# toolchain the same way, from the proxy's golang.org/toolchain module.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
-if ! go version >/dev/null 2>&1; then
-  echo "setup: go does not run; install Go 1.21 or newer (https://go.dev/dl) and retry" >&2
-  exit 1
+want_go=$(sed -n 's/^go \([0-9.]*\).*/\1/p' go.mod)
+go_ok() {
+  command -v go >/dev/null || return 1
+  local v; v=$(go env GOVERSION 2>/dev/null | sed 's/^go//') || return 1
+  [ -n "$v" ] || return 1
+  [ "$(printf '%s\n1.21\n' "$v" | sort -V | head -1)" = "1.21" ]
+}
+if ! go_ok; then
+  arch=$(dpkg --print-architecture 2>/dev/null || echo amd64)
+  dest=/usr/local/lib/rootfs-go
+  if [ ! -x "$dest/bin/go" ]; then
+    proxy=$(printf '%s' "${GOPROXY:-https://proxy.golang.org}" | cut -d, -f1)
+    url="$proxy/golang.org/toolchain/@v/v0.0.1-go$want_go.linux-$arch.zip"
+    echo "setup: fetching Go $want_go from $url" >&2
+    tmp=$(mktemp -d)
+    curl -fsSL -o "$tmp/go.zip" "$url"
+    unzip -q "$tmp/go.zip" -d "$tmp"
+    rm -rf "$dest" && mkdir -p "$(dirname "$dest")"
+    mv "$tmp/golang.org/toolchain@v0.0.1-go$want_go.linux-$arch" "$dest"
+    chmod +x "$dest"/bin/* "$dest"/pkg/tool/*/* 2>/dev/null || true
+    rm -rf "$tmp"
+  fi
+  export PATH="$dest/bin:$PATH"
+  echo "setup: using $dest/bin/go; add it to PATH to build by hand" >&2
 fi
 
 if [ -f e2e/package-lock.json ] && [ ! -d e2e/node_modules ]; then

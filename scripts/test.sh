@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
+# The toolchain scripts/setup.sh fetched when the system had no recent Go.
+if [ -x /usr/local/lib/rootfs-go/bin/go ] && ! command -v go >/dev/null; then
+  export PATH="/usr/local/lib/rootfs-go/bin:$PATH"
+fi
 
 if [ -f e2e/package-lock.json ] && [ ! -d e2e/node_modules ]; then
   npm ci --prefix e2e --no-audit --no-fund --loglevel=error >&2
