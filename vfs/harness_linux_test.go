@@ -42,6 +42,7 @@ type serveConfig struct {
 	Roots        []string
 	ReadOnly     bool
 	Passthrough  bool
+	WriteThrough bool
 	Placeholders []Placeholder
 	CacheTimeout time.Duration
 	// NoInvalidate turns off Swap's kernel notifications (negative control).
@@ -83,7 +84,7 @@ func serveMain(cfgJSON string) int {
 		opts = &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec}
 	} else {
 		log, _ := zap.NewDevelopment()
-		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, Logger: log})
+		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, WriteThrough: cfg.WriteThrough, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, Logger: log})
 		root = v.FUSERoot()
 		opts = v.MountOptions()
 	}

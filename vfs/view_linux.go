@@ -134,7 +134,8 @@ func (v *View) Table() *Table { return v.cur.Load().table }
 func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
 
 // MountOptions returns go-fuse options suited to the view: caching per
-// Options.CacheTimeout, 1 MiB writes, CAP_HANDLE_KILLPRIV_V2, POSIX and flock
+// Options.CacheTimeout, 1 MiB writes, the writeback cache (unless
+// Options.WriteThrough or Passthrough), CAP_HANDLE_KILLPRIV_V2, POSIX and flock
 // locks forwarded to the host, default_permissions (the kernel checks mode
 // bits against the caller, since the daemon acts as itself), passthrough
 // disabled unless Options.Passthrough. The caller may adjust the result
@@ -164,7 +165,16 @@ func (v *View) MountOptions() *fs.Options {
 	} else {
 		o.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
+	if v.writeback() {
+		o.ExtraCapabilities |= fuse.CAP_WRITEBACK_CACHE
+	}
 	return o
+}
+
+// writeback reports whether the kernel may cache writes (never together
+// with passthrough: the kernel does not negotiate both).
+func (v *View) writeback() bool {
+	return !v.opts.WriteThrough && !v.opts.Passthrough
 }
 
 type zapWriter struct{ l *zap.Logger }
@@ -218,9 +228,23 @@ func (v *View) Swap(t *Table) error {
 	var removed []string
 	for _, name := range old.order {
 		if ns.byName[name].inc != old.byName[name].inc {
-			old.byName[name].inc.revoked.Store(true)
 			removed = append(removed, name)
 		}
+	}
+	if v.writeback() && v.mounted.Load() && !testSkipInvalidate {
+		// Write back what the kernel holds dirty for the leaving roots
+		// while the daemon still accepts it: those write(2)s had already
+		// succeeded. Writes after this pass and before revocation may
+		// still be lost (EIO at write-back, reported by fsync and close).
+		r := v.root.EmbeddedInode()
+		for _, name := range removed {
+			if ch := r.GetChild(name); ch != nil {
+				dropContent(ch)
+			}
+		}
+	}
+	for _, name := range removed {
+		old.byName[name].inc.revoked.Store(true)
 	}
 	var errs []error
 	if v.mounted.Load() && !testSkipInvalidate {

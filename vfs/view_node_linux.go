@@ -334,9 +334,7 @@ func (n *node) open(flags uint32) (*fileHandle, error) {
 	default:
 		return nil, syscall.EACCES
 	}
-	// /proc/self/fd/N names the inode the O_PATH descriptor holds, wherever
-	// it has moved: no path is resolved on the host.
-	fd, err := openat(unix.AT_FDCWD, procPath(n.fd), openFlags(flags), 0)
+	fd, err := n.reopen(flags)
 	if err != nil {
 		return nil, err
 	}
@@ -344,6 +342,35 @@ func (n *node) open(flags uint32) (*fileHandle, error) {
 		killPriv(fd)
 	}
 	return n.newHandle(fd, flags), nil
+}
+
+// handleFlags are the open(2) flags of the daemon's own descriptor. Under
+// the writeback cache the kernel does appends itself (O_APPEND is dropped)
+// and may read pages of a file opened write-only to fill partial pages, so
+// write-only becomes read-write: the data read goes to the page cache, never
+// to the write-only caller (the kernel checked the caller's access at open).
+func (n *node) handleFlags(flags uint32) int {
+	of := openFlags(flags)
+	if n.v.writeback() {
+		of &^= unix.O_APPEND
+		if of&unix.O_ACCMODE == unix.O_WRONLY {
+			of = of&^unix.O_ACCMODE | unix.O_RDWR
+		}
+	}
+	return of
+}
+
+// reopen opens the node's inode through /proc/self/fd/N, which names the
+// inode the O_PATH descriptor holds wherever it has moved: no path is
+// resolved on the host. A daemon that may not read a write-only file opens
+// it write-only; the kernel's page fill then fails (EIO) on partial pages.
+func (n *node) reopen(flags uint32) (int, error) {
+	of := n.handleFlags(flags)
+	fd, err := openat(unix.AT_FDCWD, procPath(n.fd), of, 0)
+	if errors.Is(err, syscall.EACCES) && of&unix.O_ACCMODE != openFlags(flags)&unix.O_ACCMODE {
+		fd, err = openat(unix.AT_FDCWD, procPath(n.fd), of&^unix.O_ACCMODE|unix.O_WRONLY, 0)
+	}
+	return fd, err
 }
 
 // caller returns the uid and gid to give a new file, or ok=false when the
@@ -405,7 +432,7 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 	if err := n.mutable(); err != nil {
 		return nil, nil, err
 	}
-	of := openFlags(flags) | unix.O_NOFOLLOW
+	of := n.handleFlags(flags) | unix.O_NOFOLLOW
 	var fd int
 	var err error
 	created := false
@@ -422,6 +449,10 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 		// not take it over. O_NONBLOCK so that a FIFO the host put there
 		// cannot block the daemon; only a regular file is kept.
 		fd, err = openat(n.fd, name, of|unix.O_NONBLOCK, 0)
+		if errors.Is(err, syscall.EACCES) && of&unix.O_ACCMODE != openFlags(flags)&unix.O_ACCMODE {
+			of = of&^unix.O_ACCMODE | unix.O_WRONLY // see reopen
+			fd, err = openat(n.fd, name, of|unix.O_NONBLOCK, 0)
+		}
 		if err == nil {
 			var st syscall.Stat_t
 			if err = syscall.Fstat(fd, &st); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
@@ -778,7 +809,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		if err := n.mutable(); err != nil {
 			return nil, nil, err
 		}
-		fd, err := openat(n.fd, ".", openFlags(flags)|unix.O_TMPFILE, mode&07777)
+		fd, err := openat(n.fd, ".", n.handleFlags(flags)|unix.O_TMPFILE, mode&07777)
 		if err != nil {
 			return nil, nil, err
 		}
