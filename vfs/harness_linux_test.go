@@ -43,6 +43,10 @@ type serveConfig struct {
 	ReadOnly     bool
 	Passthrough  bool
 	WriteThrough bool
+	// NoFile lowers the server's RLIMIT_NOFILE; NoFDRelief turns off the
+	// descriptor relief (negative control of TestViewFDRelief).
+	NoFile       uint64
+	NoFDRelief   bool
 	Placeholders []Placeholder
 	CacheTimeout time.Duration
 	// NoInvalidate turns off Swap's kernel notifications (negative control).
@@ -75,6 +79,13 @@ func serveMain(cfgJSON string) int {
 		return 2
 	}
 	testSkipInvalidate = cfg.NoInvalidate
+	testNoFDRelief = cfg.NoFDRelief
+	if cfg.NoFile != 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
+			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
+			return 1
+		}
+	}
 	var root fs.InodeEmbedder
 	var opts *fs.Options
 	var v *View

@@ -50,6 +50,9 @@ type View struct {
 	closeMu sync.RWMutex
 	cur     atomic.Pointer[snapshot] // never nil; immutable once stored
 
+	reliefMu sync.Mutex
+	relief   chan struct{} // non-nil while a descriptor relief runs (fdrelief_linux.go)
+
 	nextGen atomic.Uint64
 	mounted atomic.Bool // the root was attached to a go-fuse bridge
 }

@@ -162,7 +162,7 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if err := n.live(); err != nil {
 		return nil, err
 	}
-	fd, err := openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	fd, err := n.v.withFDs(func() (int, error) { return openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func (n *node) open(flags uint32) (*fileHandle, error) {
 	default:
 		return nil, syscall.EACCES
 	}
-	fd, err := n.reopen(flags)
+	fd, err := n.v.withFDs(func() (int, error) { return n.reopen(flags) })
 	if err != nil {
 		return nil, err
 	}
@@ -678,7 +678,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if err := n.live(); err != nil {
 		return nil, 0, n.errno("opendir", err)
 	}
-	fd, err := openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, err := n.v.withFDs(func() (int, error) { return openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0) })
 	if err != nil {
 		return nil, 0, n.errno("opendir", err)
 	}

@@ -1,0 +1,106 @@
+//go:build linux
+
+package vfs
+
+import (
+	"errors"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"go.uber.org/zap"
+)
+
+// The view holds one O_PATH descriptor per inode the kernel remembers, so a
+// walk of more files than RLIMIT_NOFILE allows (a 50k-file tree under a
+// hard limit of 20000, say) would fail with EMFILE although most of those
+// inodes are no longer in use. When an open fails with EMFILE or ENFILE the
+// view asks the kernel to forget the inodes it does not use
+// (FUSE_NOTIFY_PRUNE, Linux 6.16+), lets the runtime close the descriptors
+// of the nodes go-fuse then drops, and retries.
+
+// testNoFDRelief turns the relief off, for the negative control of its
+// test only.
+var testNoFDRelief = false
+
+// pruneBatch is how many node ids go in one FUSE_NOTIFY_PRUNE message.
+const pruneBatch = 512
+
+func tooManyFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+// withFDs runs open and, when it fails for lack of descriptors, relieves
+// the pressure and runs it again a few times.
+func (v *View) withFDs(open func() (int, error)) (int, error) {
+	fd, err := open()
+	if !tooManyFiles(err) || !v.mounted.Load() || testNoFDRelief {
+		return fd, err
+	}
+	for wait := time.Millisecond; wait <= 64*time.Millisecond; wait *= 2 {
+		v.relieveFDs()
+		time.Sleep(wait) // the kernel's FORGETs are queued, not answered
+		runtime.GC()     // closes the descriptors of forgotten nodes
+		if fd, err = open(); !tooManyFiles(err) {
+			return fd, err
+		}
+	}
+	return fd, err
+}
+
+// relieveFDs asks the kernel to forget every inode of the view that it is
+// not using; one relief runs at a time, on its own goroutine (never inside
+// the kernel's request the handler is serving), and concurrent callers
+// share it.
+func (v *View) relieveFDs() {
+	v.reliefMu.Lock()
+	if v.relief == nil {
+		done := make(chan struct{})
+		v.relief = done
+		go func() {
+			n := v.prune()
+			v.log.Debug("descriptors exhausted: asked the kernel to forget unused inodes", zap.Int("inodes", n))
+			v.reliefMu.Lock()
+			v.relief = nil
+			v.reliefMu.Unlock()
+			close(done)
+		}()
+	}
+	done := v.relief
+	v.reliefMu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+	}
+}
+
+// prune sends FUSE_NOTIFY_PRUNE for every node below the top level: the
+// kernel forgets only those no dentry in use or open file holds.
+func (v *View) prune() int {
+	r := v.root.EmbeddedInode()
+	var ids []*fs.Inode
+	seen := map[*fs.Inode]bool{}
+	var walk func(n *fs.Inode)
+	walk = func(n *fs.Inode) {
+		for _, ch := range n.Children() {
+			if seen[ch] {
+				continue
+			}
+			seen[ch] = true
+			if _, ok := ch.Operations().(*node); !ok {
+				continue
+			}
+			walk(ch)
+			ids = append(ids, ch) // children before their parents
+		}
+	}
+	walk(r)
+	for i := 0; i < len(ids); i += pruneBatch {
+		if errno := r.NotifyPrune(ids[i:min(i+pruneBatch, len(ids))]); errno != 0 {
+			v.log.Debug("prune notify failed", zap.Error(errno))
+			break
+		}
+	}
+	return len(ids)
+}
