@@ -53,6 +53,8 @@ type View struct {
 	reliefMu sync.Mutex
 	relief   chan struct{} // non-nil while a descriptor relief runs (fdrelief_linux.go)
 
+	profile *os.File // ProfileEnv; guarded by mu
+
 	nextGen atomic.Uint64
 	mounted atomic.Bool // the root was attached to a go-fuse bridge
 }
@@ -106,6 +108,7 @@ func NewView(opts Options) *View {
 		v.placeholders[p.Name] = i
 	}
 	v.root = &rootDir{v: v}
+	v.startProfile()
 	v.cur.Store(&snapshot{table: EmptyTable(), byName: map[string]slot{}})
 	return v
 }
@@ -333,6 +336,7 @@ func (v *View) Close() error {
 		return nil
 	}
 	v.closed = true
+	v.stopProfile()
 	s := v.cur.Load()
 	for _, sl := range s.byName {
 		sl.inc.revoked.Store(true)
