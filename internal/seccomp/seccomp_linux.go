@@ -33,8 +33,12 @@ var EPERMList = []string{
 // interface (glibc clone3 → clone, libuv io_uring → threads).
 var ENOSYSList = []string{
 	"clone3", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
-	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	"io_uring_setup", "io_uring_enter", "io_uring_register", "openat2",
 }
+
+const setID = unix.S_ISUID | unix.S_ISGID
+
+var setIDVals = []uint32{unix.S_ISUID, unix.S_ISGID, unix.S_ISUID | unix.S_ISGID}
 
 // CloneNSFlags is Docker's mask of namespace flags refused in clone(2).
 const CloneNSFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
@@ -71,6 +75,19 @@ func argRules() []rule {
 		{name: "personality", action: ret(unix.EPERM), arg: 0, mask: 0xffffffff, vals: []uint32{0, 8, 0x20000, 0x20008, 0xffffffff}, not: true},
 		{name: "socket", action: ret(unix.EAFNOSUPPORT), arg: 0, mask: 0xffffffff, vals: []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}, not: true},
 		{name: "clone", action: ret(unix.EPERM), arg: 0, mask: CloneNSFlags, vals: []uint32{0}, not: true},
+		// No set-user-ID or set-group-ID bits on anything the server makes: files it creates in a
+		// root are real host files, owned by uid 0 when rootfs runs as root, so such a bit would
+		// hand host users root (security-battery A12). openat2 hides its mode in a struct the
+		// filter cannot read, so it is ENOSYS (callers fall back to openat).
+		{name: "chmod", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
+		{name: "fchmod", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
+		{name: "fchmodat", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
+		{name: "fchmodat2", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
+		{name: "creat", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
+		{name: "open", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
+		{name: "openat", action: ret(unix.EPERM), arg: 3, mask: setID, vals: setIDVals},
+		{name: "mknod", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
+		{name: "mknodat", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
 	}
 }
 

@@ -53,10 +53,41 @@ func tries(dir string) map[string]func() error {
 			_, _, e := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0)
 			return errno(0, 0, e)
 		},
+		"chmod-suid":  func() error { return unix.Chmod(regular(dir, "p1"), 0o4755) },
+		"chmod-sgid":  func() error { return unix.Fchmodat(unix.AT_FDCWD, regular(dir, "p2"), 0o2755, 0) },
+		"chmod-plain": func() error { return unix.Chmod(regular(dir, "p3"), 0o755) },
+		"create-suid": func() error {
+			fd, err := unix.Open(filepath.Join(dir, "s"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o4755)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		},
+		"fchmod-suid": func() error {
+			fd, err := unix.Open(regular(dir, "p4"), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			return unix.Fchmod(fd, 0o6755)
+		},
+		"mknod-suid": func() error { return unix.Mknod(filepath.Join(dir, "r"), unix.S_IFREG|0o4755, 0) },
+		"openat2": func() error {
+			_, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC})
+			return err
+		},
 		"fsopen": func() error { return errno(unix.Syscall(unix.SYS_FSOPEN, 0, 0, 0)) },
 		"bpf":    func() error { return errno(unix.Syscall(unix.SYS_BPF, 0xffff, 0, 0)) },
 		"x32":    func() error { return errno(unix.Syscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)) },
 	}
+}
+
+// regular creates an empty regular file dir/name (a case of its own, so no
+// other case's FIFO or node is in the way) and returns its path.
+func regular(dir, name string) string {
+	p := filepath.Join(dir, name)
+	os.WriteFile(p, nil, 0o644)
+	return p
 }
 
 func errName(err error) string {
@@ -115,6 +146,8 @@ func TestFilter(t *testing.T) {
 		"clone3": "ENOSYS", "clone-newns": "EPERM", "af-packet": "EAFNOSUPPORT", "af-inet": "EINVAL", "nl-route": "ok", "nl-uevent": "EPROTONOSUPPORT",
 		"mknod-fifo": "ok", "personality": "EPERM", "persona-query": "ok",
 		"fsopen": "ENOSYS", "bpf": "EPERM", "x32": "ENOSYS",
+		"chmod-suid": "EPERM", "chmod-sgid": "EPERM", "chmod-plain": "ok", "create-suid": "EPERM",
+		"fchmod-suid": "EPERM", "mknod-suid": "EPERM", "openat2": "ENOSYS",
 	}
 	if os.Geteuid() == 0 {
 		want["mknod-chr"] = "EPERM"
