@@ -154,6 +154,10 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	syncR, syncW := pipe()
 	stdinR, stdinW := pipe()
 	stdoutR, stdoutW := pipe()
+	// The server's stderr is a pipe that P1 copies out, never P1's own stderr:
+	// handed the client's file, the server could reopen it through
+	// /proc/self/fd/2 and read or truncate a log (or read a terminal).
+	stderrR, stderrW := pipe()
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
@@ -167,11 +171,12 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		Args:  []string{"rootfs-init"},
 		Env:   []string{envStage + "=" + stageInit, envSpecFD + "=3", envSyncFD + "=4", envParentPID + "=" + strconv.Itoa(os.Getpid())},
 		Dir:   "/",
-		Stdin: stdinR, Stdout: stdoutW, Stderr: stderr,
+		Stdin: stdinR, Stdout: stdoutW, Stderr: stderrW,
 		ExtraFiles:  []*os.File{specR, syncW},
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: flags, Setsid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	s := &Server{Stdin: stdinW, Stdout: stdoutR, cmd: cmd, log: log, done: make(chan struct{})}
+	copied := make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
 		// Locked for P2's whole life: Pdeathsig follows the forking thread.
@@ -183,6 +188,12 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		}
 		started <- nil
 		_ = cmd.Wait()
+		// Let the last lines of stderr out before reporting the exit; a
+		// descendant that keeps the pipe open cannot hold us up for long.
+		select {
+		case <-copied:
+		case <-time.After(500 * time.Millisecond):
+		}
 		s.code = exitCode(cmd.ProcessState)
 		close(s.done)
 	}()
@@ -190,9 +201,14 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		closeAll()
 		return nil, fmt.Errorf("%w: start sandbox init: %v", ErrSetup, err)
 	}
-	for _, f := range []*os.File{specR, syncW, stdinR, stdoutW} {
+	for _, f := range []*os.File{specR, syncW, stdinR, stdoutW, stderrW} {
 		f.Close()
 	}
+	go func() {
+		_, _ = io.Copy(stderr, stderrR)
+		stderrR.Close()
+		close(copied)
+	}()
 	go func() {
 		_, _ = specW.Write(payload)
 		specW.Close()

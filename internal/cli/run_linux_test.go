@@ -166,3 +166,45 @@ func TestRunUnprivilegedWithFUSE(t *testing.T) {
 	}
 	TestRunUnprivileged(t)
 }
+
+// TestRunServerStderrIsAPipe: the server's stderr reaches rootfs's stderr,
+// but as a pipe. Handed rootfs's own stderr (a client's log file), the
+// server could reopen it through /proc/self/fd/2 and read or truncate it.
+func TestRunServerStderrIsAPipe(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	bin := worldBinary(t)
+	logFile := filepath.Join(t.TempDir(), "client.log")
+	os.WriteFile(logFile, []byte("earlier secrets\n"), 0o600)
+	script := "echo from-server >&2; " + say("$(readlink /proc/self/fd/2)")
+	run := func(args ...string) string {
+		f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Stderr = f
+		pr, pw, _ := os.Pipe()
+		defer pw.Close()
+		cmd.Stdin = pr
+		out, err := cmd.Output()
+		pr.Close()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return string(out)
+	}
+	// Negative control: run directly, the server's fd 2 is the log file.
+	if out := run("/bin/sh", "-c", script); !strings.Contains(out, logFile) {
+		t.Fatalf("control: %q", out)
+	}
+	out := run(bin, "run", "--", "/bin/sh", "-c", script)
+	if !strings.Contains(out, "pipe:[") || strings.Contains(out, logFile) {
+		t.Fatalf("in the sandbox the server saw %q", out)
+	}
+	b, _ := os.ReadFile(logFile)
+	if !strings.Contains(string(b), "from-server") {
+		t.Errorf("the server's stderr did not reach rootfs's: %q", b)
+	}
+}
