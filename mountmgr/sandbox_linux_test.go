@@ -142,7 +142,7 @@ func p1Main() int {
 // fixture is the host side of a sandbox test.
 type fixture struct {
 	base    string // world-readable dir under /var/tmp (same fs as /usr)
-	bin     string // dir holding the probe (the command's dir: bound read-only)
+	bin     string // dir holding the probe (only the probe itself is bound read-only)
 	probe   string
 	data    string // the root entry /data
 	secret  string
@@ -488,8 +488,10 @@ func mountTable(t *testing.T, fuse bool) {
 	}
 	t.Logf("mountinfo inside:\n%s", out)
 	want := map[string]bool{"/": true, "/etc": true, "/dev": true, "/dev/shm": true, "/proc": true, "/tmp": true,
-		"/var": true, f.bin: true, "/data": !fuse} // with the view, /data is an entry, not a mount
-	hostOK := map[string]bool{f.bin: true, f.data: true} // host paths allowed as a bind's root
+		"/var": true, f.probe: true, "/data": !fuse} // with the view, /data is an entry, not a mount
+	// Host paths allowed as a bind's root: the command itself (never its
+	// directory) and the data root.
+	hostOK := map[string]bool{f.probe: true, f.data: true}
 	for _, d := range DefaultRuntimeDirs {
 		if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
 			want[d] = true
@@ -551,7 +553,7 @@ func mountTable(t *testing.T, fuse bool) {
 		if !strings.HasPrefix(mp, "/dev/") && !strings.Contains(opts, "nodev") {
 			t.Errorf("mount %s is not nodev: %s", mp, opts)
 		}
-		ro := mp == "/etc" || strings.HasPrefix(mp, "/etc/") || mp == "/usr" || mp == "/var" || mp == f.bin || mp == "/dev"
+		ro := mp == "/etc" || strings.HasPrefix(mp, "/etc/") || mp == "/usr" || mp == "/var" || mp == f.probe || mp == "/dev"
 		if ro && !strings.HasPrefix(opts, "ro") {
 			t.Errorf("mount %s should be read-only: %s", mp, opts)
 		}

@@ -77,8 +77,8 @@ type Spec struct {
 	// holding the placeholders from Placeholders.
 	NewRoot string `json:"newRoot"`
 	// Argv is the command; Argv[0] is the absolute host path from
-	// ResolveCommand. Its directory is bound read-only when it lies outside
-	// the runtime directories.
+	// ResolveCommand. The executable (not its directory) is bound read-only
+	// when it lies outside the runtime directories.
 	Argv []string `json:"argv"`
 	// Env is the server's whole environment (see BuildEnv). Nothing of
 	// rootfs's own environment is passed.
@@ -222,9 +222,13 @@ func (s *Spec) allBinds() []Bind {
 	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
 		return binds
 	}
-	dirs := []string{filepath.Dir(s.Argv[0])}
-	if r, err := filepath.EvalSymlinks(s.Argv[0]); err == nil {
-		dirs = append(dirs, filepath.Dir(r))
+	// Only the executable itself (and, for a symlink, the file it resolves
+	// to) is shown, never its directory: "rootfs run -- ~/server" must not
+	// expose the whole home directory. What else a command needs is given
+	// with --ro-bind.
+	dirs := []string{s.Argv[0]}
+	if r, err := filepath.EvalSymlinks(s.Argv[0]); err == nil && r != s.Argv[0] {
+		dirs = append(dirs, r)
 	}
 	for _, d := range dirs {
 		if s.underRuntime(d) {
