@@ -91,6 +91,8 @@ func daemonSetup() error {
 		return fmt.Errorf("%w: %v", ErrSetup, err)
 	}
 	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	// The view holds a descriptor per known inode (security-battery H5).
+	_, _ = linux.RaiseNoFile()
 	return linux.CloseExecFrom(3)
 }
 

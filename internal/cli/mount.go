@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/mountmgr"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
@@ -64,6 +65,12 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	cache := mo.CacheTimeout
 	if cache == 0 {
 		cache = -1 // the flag's 0s means no caching; vfs reads zero as the default
+	}
+	// The view holds a descriptor per inode the kernel knows.
+	if n, err := linux.RaiseNoFile(); err != nil {
+		log.Warn("could not raise the open-file limit", zap.Error(err))
+	} else {
+		log.Debug("open-file limit", zap.Uint64("nofile", n))
 	}
 	v := vfs.NewView(vfs.Options{ReadOnly: ro.ReadOnly, Logger: log, Passthrough: mo.Passthrough, CacheTimeout: cache})
 	defer v.Close()

@@ -310,3 +310,28 @@ func LoopbackUp() error {
 	}
 	return nil
 }
+
+// RaiseNoFile lifts RLIMIT_NOFILE as far as this process may: to
+// fs.nr_open when it can raise the hard limit (root, or root of its user
+// namespace), else the soft limit to the hard one. The view holds one
+// O_PATH descriptor per inode the kernel knows, so a walk of a large tree
+// needs many; running out would fail every operation of every root.
+func RaiseNoFile() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, os.NewSyscallError("getrlimit", err)
+	}
+	if b, err := os.ReadFile("/proc/sys/fs/nr_open"); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n > lim.Max {
+			want := unix.Rlimit{Cur: n, Max: n}
+			if unix.Setrlimit(unix.RLIMIT_NOFILE, &want) == nil {
+				return n, nil
+			}
+		}
+	}
+	lim.Cur = lim.Max
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, os.NewSyscallError("setrlimit", err)
+	}
+	return lim.Cur, nil
+}
