@@ -42,6 +42,7 @@ type FUSEMount struct {
 	srv   *fuse.Server
 	log   *zap.Logger
 	chain []ident // the mount point and its ancestors, identified before mounting
+	dev   uint64  // the view's own device number (0 if unknown), read from mountinfo
 
 	unmountOnce sync.Once
 	unmountErr  error
@@ -170,7 +171,7 @@ func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", abs, err)
 	}
-	m := &FUSEMount{dir: abs, srv: srv, log: log, chain: chain}
+	m := &FUSEMount{dir: abs, srv: srv, log: log, chain: chain, dev: mountDev(abs)}
 	if srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		log.Debug("fuse passthrough not available; file i/o is served by the daemon", zap.String("mountpoint", abs))
 	}
@@ -187,7 +188,37 @@ func (m *FUSEMount) Server() *fuse.Server { return m.srv }
 // CheckTable refuses a table that has a root at or above the mount point;
 // swapping it in would deadlock. It uses identities recorded before
 // mounting, so it never touches the mount.
-func (m *FUSEMount) CheckTable(t *vfs.Table) error { return overlap(m.dir, m.chain, t) }
+func (m *FUSEMount) CheckTable(t *vfs.Table) error {
+	if m.dev != 0 {
+		for _, e := range t.Entries() {
+			if dev, _ := e.Ident(); dev == m.dev {
+				return fmt.Errorf("%w: root %q is inside the view itself (%s); the view cannot contain itself", ErrBadMountpoint, e.HostPath, m.dir)
+			}
+		}
+	}
+	return overlap(m.dir, m.chain, t)
+}
+
+// mountDev returns the device number of the topmost mount at dir, from
+// /proc/self/mountinfo, so that the mount itself is never touched.
+func mountDev(dir string) uint64 {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return 0
+	}
+	var dev uint64
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 || unescapeMountinfo(f[4]) != dir {
+			continue
+		}
+		var maj, min uint32
+		if _, err := fmt.Sscanf(f[2], "%d:%d", &maj, &min); err == nil {
+			dev = unix.Mkdev(maj, min) // the last (topmost) mount wins
+		}
+	}
+	return dev
+}
 
 // Wait blocks until the server stops serving (after Unmount, or after an
 // external unmount once the last open file is closed).
