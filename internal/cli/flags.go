@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
 
 	"github.com/rootfs-dev/rootfs/vfs"
 )
@@ -76,6 +78,30 @@ func ParseRootsJSON(data []byte, source string) ([]vfs.Root, error) {
 		out = append(out, vfs.Root{URI: *r.URI, Name: r.Name, Meta: r.Meta})
 	}
 	return out, nil
+}
+
+// ViewFlags are the view's speed and freshness flags, shared by "run" and
+// "mount".
+type ViewFlags struct {
+	Passthrough  bool
+	WriteThrough bool
+	CacheTimeout time.Duration
+}
+
+// AddFlags registers the flags on f.
+func (o *ViewFlags) AddFlags(f *pflag.FlagSet) {
+	f.BoolVar(&o.Passthrough, "passthrough", false, "let the kernel do file I/O directly (faster; a file opened before its root is removed keeps working until closed)")
+	f.BoolVar(&o.WriteThrough, "write-through", false, "send every write to the host at once instead of letting the kernel cache it (slower small writes; errors at write, not at close)")
+	f.DurationVar(&o.CacheTimeout, "cache-timeout", vfs.DefaultCacheTimeout, "how long the kernel may cache names and attributes; host-side changes show up within it (0s: no caching)")
+}
+
+// Options returns the view options the flags set; the rest is the caller's.
+func (o *ViewFlags) Options(readOnly bool, log *zap.Logger) vfs.Options {
+	cache := o.CacheTimeout
+	if cache == 0 {
+		cache = -1 // 0s on the command line means no caching; vfs reads zero as the default
+	}
+	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, WriteThrough: o.WriteThrough, CacheTimeout: cache}
 }
 
 // parseFlags parses args with f, printing usage for --help.

@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -20,16 +19,14 @@ import (
 
 // MountOptions are the flags of "rootfs mount" beyond the roots.
 type MountOptions struct {
-	AllowOther   bool
-	Passthrough  bool
-	CacheTimeout time.Duration
+	AllowOther bool
+	ViewFlags
 }
 
 // AddFlags registers the flags on f.
 func (o *MountOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.AllowOther, "allow-other", false, "let other users use the mount (the kernel still checks file permissions)")
-	f.BoolVar(&o.Passthrough, "passthrough", false, "let the kernel do file I/O directly (faster; files opened before a root is removed keep working until closed)")
-	f.DurationVar(&o.CacheTimeout, "cache-timeout", vfs.DefaultCacheTimeout, "how long the kernel may cache names and attributes; host-side changes show up within it (0s: no caching)")
+	o.ViewFlags.AddFlags(f)
 }
 
 // runMount is "rootfs mount": mount the view of the given roots at
@@ -62,17 +59,13 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	if err != nil {
 		return err
 	}
-	cache := mo.CacheTimeout
-	if cache == 0 {
-		cache = -1 // the flag's 0s means no caching; vfs reads zero as the default
-	}
 	// The view holds a descriptor per inode the kernel knows.
 	if n, err := linux.RaiseNoFile(); err != nil {
 		log.Warn("could not raise the open-file limit", zap.Error(err))
 	} else {
 		log.Debug("open-file limit", zap.Uint64("nofile", n))
 	}
-	v := vfs.NewView(vfs.Options{ReadOnly: ro.ReadOnly, Logger: log, Passthrough: mo.Passthrough, CacheTimeout: cache})
+	v := vfs.NewView(mo.Options(ro.ReadOnly, log))
 	defer v.Close()
 	t := vfs.BuildTable(roots, vfs.TableOptions{Reserved: v.Reserved()})
 	if err := mountmgr.CheckMountpoint(dir, t, log); err != nil {

@@ -20,16 +20,15 @@ import (
 
 // RunOptions are the flags of "rootfs run" beyond the roots.
 type RunOptions struct {
-	Allow        []string
-	ROBinds      []string
-	Binds        []string
-	SetEnv       []string
-	UnsetEnv     []string
-	NoNetwork    bool
-	Passthrough  bool
-	CacheTimeout time.Duration
-	TmpSize      string
-	Grace        time.Duration
+	Allow     []string
+	ROBinds   []string
+	Binds     []string
+	SetEnv    []string
+	UnsetEnv  []string
+	NoNetwork bool
+	ViewFlags
+	TmpSize string
+	Grace   time.Duration
 }
 
 // AddFlags registers the flags on f.
@@ -40,8 +39,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.SetEnv, "setenv", nil, "set `K=V` in the server's environment (repeatable); it starts from PATH, HOME=/tmp, LANG, TZ")
 	f.StringArrayVar(&o.UnsetEnv, "unsetenv", nil, "remove `K` from the server's environment (repeatable)")
 	f.BoolVar(&o.NoNetwork, "no-network", false, "give the server a network namespace with only loopback")
-	f.BoolVar(&o.Passthrough, "passthrough", false, "let the kernel do file I/O directly (faster; a file opened before its root is removed keeps working until closed)")
-	f.DurationVar(&o.CacheTimeout, "cache-timeout", vfs.DefaultCacheTimeout, "how long the kernel may cache names and attributes; host-side changes show up within it")
+	o.ViewFlags.AddFlags(f)
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
 	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
 }
@@ -173,17 +171,9 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	for _, p := range mountmgr.Placeholders(spec) {
 		places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
 	}
-	cache := rf.run.CacheTimeout
-	if cache == 0 {
-		cache = -1 // 0s on the command line means no caching
-	}
-	view := vfs.NewView(vfs.Options{
-		ReadOnly:     rf.roots.ReadOnly,
-		Logger:       log,
-		Placeholders: places,
-		Passthrough:  rf.run.Passthrough,
-		CacheTimeout: cache,
-	})
+	vopts := rf.run.Options(rf.roots.ReadOnly, log)
+	vopts.Placeholders = places
+	view := vfs.NewView(vopts)
 	defer view.Close()
 	topts := vfs.TableOptions{Allow: rf.run.Allow, Reserved: view.Reserved()}
 
