@@ -482,20 +482,13 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 	} else if flags&syscall.O_TRUNC != 0 {
 		killPriv(fd)
 	}
-	pfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_PATH, 0)
+	pfd, st, err := pinOpened(fd)
 	if err != nil {
-		unix.Close(fd)
 		return nil, nil, err
 	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(pfd, &st); err != nil {
-		unix.Close(fd)
-		unix.Close(pfd)
-		return nil, nil, err
-	}
-	out.Attr.FromStat(&st)
-	cn := newNode(n.v, n.inc, pfd, &st)
-	ch := n.NewInode(ctx, cn, stableAttr(n.inc, &st))
+	out.Attr.FromStat(st)
+	cn := newNode(n.v, n.inc, pfd, st)
+	ch := n.NewInode(ctx, cn, stableAttr(n.inc, st))
 	return ch, cn.newHandle(fd, flags), nil
 }
 
@@ -817,23 +810,34 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 			unix.Close(fd)
 			return nil, nil, err
 		}
-		pfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_PATH, 0)
+		pfd, st, err := pinOpened(fd)
 		if err != nil {
-			unix.Close(fd)
 			return nil, nil, err
 		}
-		var st syscall.Stat_t
-		if err := syscall.Fstat(pfd, &st); err != nil {
-			unix.Close(fd)
-			unix.Close(pfd)
-			return nil, nil, err
-		}
-		out.Attr.FromStat(&st)
-		cn := newNode(n.v, n.inc, pfd, &st)
-		return n.NewInode(ctx, cn, stableAttr(n.inc, &st)), cn.newHandle(fd, flags), nil
+		out.Attr.FromStat(st)
+		cn := newNode(n.v, n.inc, pfd, st)
+		return n.NewInode(ctx, cn, stableAttr(n.inc, st)), cn.newHandle(fd, flags), nil
 	}()
 	if err != nil {
 		return nil, nil, 0, n.errno("tmpfile", err)
 	}
 	return ch, fh, fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// pinOpened pins an O_PATH descriptor of the inode that fd (just created or
+// opened) is open on, through /proc/self/fd so that no name is resolved
+// again, and returns it with the inode's attributes. fd is closed on error.
+func pinOpened(fd int) (int, *syscall.Stat_t, error) {
+	pfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_PATH, 0)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(pfd, &st); err != nil {
+		unix.Close(fd)
+		unix.Close(pfd)
+		return -1, nil, err
+	}
+	return pfd, &st, nil
 }
