@@ -731,16 +731,25 @@ func userXattr(attr string) error {
 	return syscall.EPERM
 }
 
+// xattrChangeable refuses a set or remove of attr unless the view is
+// writable, the name is in "user.", and the node is not a symlink.
+func (n *node) xattrChangeable(attr string) error {
+	if err := n.mutable(); err != nil {
+		return err
+	}
+	if err := userXattr(attr); err != nil {
+		return err
+	}
+	if n.kind == syscall.S_IFLNK {
+		return syscall.EPERM
+	}
+	return nil
+}
+
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
 	err := func() error {
-		if err := n.mutable(); err != nil {
+		if err := n.xattrChangeable(attr); err != nil {
 			return err
-		}
-		if err := userXattr(attr); err != nil {
-			return err
-		}
-		if n.kind == syscall.S_IFLNK {
-			return syscall.EPERM
 		}
 		return unix.Setxattr(procPath(n.fd), attr, data, int(flags))
 	}()
@@ -749,14 +758,8 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	err := func() error {
-		if err := n.mutable(); err != nil {
+		if err := n.xattrChangeable(attr); err != nil {
 			return err
-		}
-		if err := userXattr(attr); err != nil {
-			return err
-		}
-		if n.kind == syscall.S_IFLNK {
-			return syscall.EPERM
 		}
 		return unix.Removexattr(procPath(n.fd), attr)
 	}()
