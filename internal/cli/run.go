@@ -89,10 +89,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := rf.roots.StaticRoots(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if _, err := mountmgr.ResolveCommand(rf.argv[0], os.Getenv("PATH")); err != nil {
-		return commandError(err)
-	}
-	if _, err := rf.spec(); err != nil {
+	if _, err := rf.spec(); err != nil { // resolves COMMAND: 127/126 before any namespace
 		return err
 	}
 	if os.Geteuid() != 0 {
