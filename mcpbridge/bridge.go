@@ -54,12 +54,16 @@
 //
 // # Concurrency and deadlocks
 //
-// One goroutine reads each side. Each side has one writer goroutine fed by a queue: forwarded
-// messages block while the queue is full (backpressure to their sender), but messages rootfs
-// makes itself never block, so a reader never waits on the writer of the other direction. Without
-// that, a server blocked writing its stdout while rootfs blocked writing its stdin would deadlock.
+// One goroutine reads each side and writes what it forwards itself, straight to the other side's
+// pipe (one write(2) per message, under that side's write lock): handing messages to a writer
+// goroutine would cost a thread wakeup per message, which is most of the latency a bridge adds.
+// A forward blocks while the other side does not read (backpressure to its sender). Messages
+// rootfs makes itself never block: they are queued and written by the next forward to that side
+// or by a goroutine started for them, so a reader never waits on the writer of the other
+// direction. Without that, a server blocked writing its stdout while rootfs blocked writing its
+// stdin (answering the server's roots/list) would deadlock.
 // A server that stops reading its stdin does stall the client's forwarded traffic (and with it
-// rootfs's reading of the client, so a client EOF is noticed only once the queue moves); the
+// rootfs's reading of the client, so a client EOF is noticed only once the write completes); the
 // caller's SIGTERM handling cancels Run's context, which closes the server's stdin regardless.
 // Run waits for a handler in progress before it returns, so nothing calls the View afterwards.
 package mcpbridge
@@ -139,7 +143,6 @@ const (
 	// flushTimeout bounds how long Run waits to deliver what is queued when a side ends
 	// (clients kill rootfs about 2 s after closing its stdin).
 	flushTimeout = 500 * time.Millisecond
-	queueLimit   = 64
 	// answeredMemory is how many rootfs-answered server roots/list ids are remembered so that
 	// a late notifications/cancelled for one of them is swallowed.
 	answeredMemory = 256
@@ -151,8 +154,8 @@ type Bridge struct {
 	log    *zap.Logger
 	prefix string // "rootfs-<nonce>-": every id rootfs sends to the client starts with it
 
-	toClient *outQueue
-	toServer *outQueue
+	toClient *peerWriter
+	toServer *peerWriter
 	ended    chan endCause // first side to end
 	done     chan struct{} // closed when Run returns; late handlers do nothing
 	ran      atomic.Bool
@@ -161,7 +164,7 @@ type Bridge struct {
 	// returns, so that no handler touches the View after Run returned.
 	hmu sync.RWMutex
 
-	// mu guards the fields that follow. Lock order: mu, then an outQueue's mu.
+	// mu guards the fields that follow. Lock order: mu, then a peerWriter's mu.
 	mu sync.Mutex
 	// pending are the client's requests forwarded to the server and not yet answered, by idKey.
 	pending map[string]json.RawMessage
@@ -252,10 +255,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return errors.New("mcpbridge: Run called twice")
 	}
 	defer close(b.done)
-	b.toClient = newOutQueue(b.opts.ClientOut, queueLimit, func(err error) {
+	b.toClient = newPeerWriter(b.opts.ClientOut, func(err error) {
 		b.end(true, fmt.Errorf("writing to the client: %w", err))
 	})
-	b.toServer = newOutQueue(b.opts.ServerIn, queueLimit, func(err error) {
+	b.toServer = newPeerWriter(b.opts.ServerIn, func(err error) {
 		b.end(false, fmt.Errorf("writing to the server: %w", err))
 	})
 	go b.clientLoop()
@@ -346,13 +349,13 @@ func (b *Bridge) failPending() {
 
 // sendClient queues a message rootfs made itself (never blocks).
 func (b *Bridge) sendClient(msg []byte) {
-	if err := b.toClient.push(msg, false); err != nil && !errors.Is(err, errQueueStopped) {
+	if err := b.toClient.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
 		b.log.Warn("dropped a message to the client", zap.Error(err))
 	}
 }
 
 func (b *Bridge) sendServer(msg []byte) {
-	if err := b.toServer.push(msg, false); err != nil && !errors.Is(err, errQueueStopped) {
+	if err := b.toServer.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
 		b.log.Warn("dropped a message to the server", zap.Error(err))
 	}
 }

@@ -31,17 +31,21 @@ func newLineReader(r io.Reader, max int) *lineReader {
 	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
 }
 
-// next returns the next line without its '\n'. The slice is valid until the next call.
-// A final line without a newline is returned before io.EOF. A line over max bytes is
-// discarded and reported as errLineTooLong; reading can go on.
+// next returns the next line without its '\n'. The slice is valid until the next call. Within
+// the slice's capacity the line's '\n' follows it, so it can be written as a frame without a copy
+// (see peerWriter.forward). A final line without a newline is returned before io.EOF. A line over
+// max bytes is discarded and reported as errLineTooLong; reading can go on.
 func (lr *lineReader) next() ([]byte, error) {
+	chunk, err := lr.r.ReadSlice('\n')
+	if err == nil && len(chunk) <= lr.max+1 {
+		return chunk[:len(chunk)-1], nil // the common case: the whole line is in the buffer
+	}
 	if cap(lr.buf) > 1<<20 {
 		lr.buf = nil // do not keep a huge buffer after one big message
 	}
 	lr.buf = lr.buf[:0]
 	tooLong := false
 	for {
-		chunk, err := lr.r.ReadSlice('\n')
 		if !tooLong {
 			n := len(chunk)
 			if n > 0 && chunk[n-1] == '\n' {
@@ -51,7 +55,7 @@ func (lr *lineReader) next() ([]byte, error) {
 				tooLong = true
 				lr.buf = lr.buf[:0]
 			} else {
-				lr.buf = append(lr.buf, chunk[:n]...)
+				lr.buf = append(lr.buf, chunk...)
 			}
 		}
 		switch {
@@ -59,9 +63,8 @@ func (lr *lineReader) next() ([]byte, error) {
 			if tooLong {
 				return nil, errLineTooLong
 			}
-			return lr.buf, nil
+			return lr.buf[:len(lr.buf)-1], nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
 		case errors.Is(err, io.EOF):
 			if tooLong {
 				return nil, errLineTooLong
@@ -73,30 +76,36 @@ func (lr *lineReader) next() ([]byte, error) {
 		default:
 			return nil, err
 		}
+		chunk, err = lr.r.ReadSlice('\n')
 	}
 }
 
-// outQueue serializes writes to one peer. Forwarded messages are pushed with wait=true and
-// block while the queue is full (backpressure toward the peer that sent them). Messages rootfs
-// generates itself are pushed with wait=false and never block, so a reader goroutine never waits
-// on the other direction's writer (which could deadlock: see the package doc).
-type outQueue struct {
+// peerWriter serializes writes to one peer, one write(2) per message (frame and '\n' together).
+//
+// A message rootfs forwards is written by the goroutine that read it (forward), while it holds
+// wmu: handing it to a writer goroutine would cost a thread wakeup per message, which on a small
+// machine is most of what the bridge adds to a round trip. forward blocks while the peer does not
+// read (backpressure toward the sender).
+//
+// Messages rootfs makes itself (send) never block, so that a reader never waits on the other
+// direction's writer (which could deadlock: see the package doc). They are queued and written,
+// in order, by whichever gets wmu first: the next forward to that peer (before its own message)
+// or a goroutine started for them.
+type peerWriter struct {
 	w     io.Writer
-	limit int
+	onErr func(error) // called once, on the first write error; nil: none
+
+	// wmu is held across each Write to w, so messages never interleave. Lock order: wmu, then mu.
+	wmu sync.Mutex
+	buf []byte // a forwarded message and its '\n', when they are not contiguous already (wmu)
 
 	// mu guards the fields that follow.
-	mu    sync.Mutex
-	items [][]byte
-	drain bool  // writer exits once items is empty
-	err   error // first write error, or errQueueStopped
-
-	wake       chan struct{} // cap 1: items or drain changed
-	space      chan struct{} // cap 1: an item was removed
-	stop       chan struct{} // closed by stopNow: waiters and the writer give up
-	stopOnce   sync.Once
-	done       chan struct{} // closed when the writer goroutine returns
-	onErr      func(error)   // called once from the writer goroutine on a write error
-	ownDropped int           // own messages dropped because the queue was over ownLimit
+	mu         sync.Mutex
+	own        [][]byte // rootfs's own messages not yet written (each ends in '\n'), oldest first
+	flushing   bool     // a goroutine is writing own
+	closed     bool     // closeAfterDrain or stopNow was called: new messages are refused
+	err        error    // first write error, or errQueueStopped
+	ownDropped int      // own messages dropped because over ownLimit were waiting
 }
 
 var errQueueStopped = errors.New("queue stopped")
@@ -105,123 +114,146 @@ var errQueueStopped = errors.New("queue stopped")
 // replies, roots/list requests, notifications); beyond it they are dropped and logged.
 const ownLimit = 4096
 
-func newOutQueue(w io.Writer, limit int, onErr func(error)) *outQueue {
-	q := &outQueue{
-		w: w, limit: limit, onErr: onErr,
-		wake: make(chan struct{}, 1), space: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}),
-	}
-	go q.run()
-	return q
+// keepBuf is the largest copy buffer a peerWriter keeps between messages.
+const keepBuf = 64 << 10
+
+func newPeerWriter(w io.Writer, onErr func(error)) *peerWriter {
+	return &peerWriter{w: w, onErr: onErr}
 }
 
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
-// push queues msg (which must end in '\n' and must not be modified afterwards).
-func (q *outQueue) push(msg []byte, wait bool) error {
+// send queues msg, a message rootfs made (it must end in '\n' and must not be modified
+// afterwards). It never blocks.
+func (q *peerWriter) send(msg []byte) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for {
-		if q.err != nil {
-			return q.err
-		}
-		if q.drain {
-			return errQueueStopped
-		}
-		if !wait {
-			if len(q.items) >= ownLimit {
-				q.ownDropped++
-				return errors.New("too many queued messages")
-			}
-			break
-		}
-		if len(q.items) < q.limit {
-			break
-		}
-		q.mu.Unlock()
-		select {
-		case <-q.space:
-		case <-q.stop:
-		}
-		q.mu.Lock()
+	switch {
+	case q.err != nil:
+		return q.err
+	case q.closed:
+		return errQueueStopped
+	case len(q.own) >= ownLimit:
+		q.ownDropped++
+		return errors.New("too many queued messages")
 	}
-	q.items = append(q.items, msg)
-	signal(q.wake)
+	q.own = append(q.own, msg)
+	if !q.flushing {
+		q.flushing = true
+		go q.flush()
+	}
 	return nil
 }
 
-func (q *outQueue) run() {
-	defer close(q.done)
+func (q *peerWriter) flush() {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
 	for {
 		q.mu.Lock()
-		if q.err != nil {
+		if len(q.own) == 0 || q.err != nil {
+			q.flushing = false
 			q.mu.Unlock()
 			return
 		}
-		if len(q.items) == 0 {
-			drain := q.drain
-			q.mu.Unlock()
-			if drain {
-				return
-			}
-			select {
-			case <-q.wake:
-			case <-q.stop:
-			}
-			continue
-		}
-		m := q.items[0]
-		q.items[0] = nil
-		q.items = q.items[1:]
 		q.mu.Unlock()
-		signal(q.space)
-		if _, err := q.w.Write(m); err != nil {
-			q.mu.Lock()
-			if q.err == nil {
-				q.err = err
-			}
-			q.mu.Unlock()
-			if q.onErr != nil {
-				q.onErr(err)
-			}
-			return
-		}
+		q.writeOwnLocked()
 	}
 }
 
-// closeAfterDrain lets the writer finish what is queued, then stop. It waits at most d and
-// reports whether the queue drained in time. Later pushes fail.
-func (q *outQueue) closeAfterDrain(d time.Duration) bool {
+// writeOwnLocked writes the queued own messages; q.wmu is held.
+func (q *peerWriter) writeOwnLocked() error {
 	q.mu.Lock()
-	q.drain = true
+	own, err := q.own, q.err
+	q.own = nil
 	q.mu.Unlock()
-	signal(q.wake)
+	if err != nil {
+		return err
+	}
+	for _, m := range own {
+		if err := q.write(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forward writes msg (without its '\n') to the peer, after any own messages queued before it.
+// It blocks until the peer has taken it. msg is not retained.
+func (q *peerWriter) forward(msg []byte) error {
+	q.mu.Lock()
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
+		return errQueueStopped
+	}
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if err := q.writeOwnLocked(); err != nil {
+		return err
+	}
+	var frame []byte
+	if n := len(msg); n < cap(msg) && msg[:n+1][n] == '\n' {
+		frame = msg[:n+1] // as lineReader returns a line: its '\n' follows it
+	} else {
+		q.buf = append(append(q.buf[:0], msg...), '\n')
+		frame = q.buf
+		if cap(q.buf) > keepBuf {
+			q.buf = nil
+		}
+	}
+	return q.write(frame)
+}
+
+// write writes one frame; q.wmu is held.
+func (q *peerWriter) write(frame []byte) error {
+	_, err := q.w.Write(frame)
+	if err == nil {
+		return nil
+	}
+	q.mu.Lock()
+	first := q.err == nil
+	if first {
+		q.err = err
+	}
+	q.mu.Unlock()
+	if first && q.onErr != nil {
+		q.onErr(err)
+	}
+	return err
+}
+
+// closeAfterDrain refuses new messages, then waits at most d for what is queued or being written
+// to reach the peer, and reports whether it did.
+func (q *peerWriter) closeAfterDrain(d time.Duration) bool {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		// Stays blocked behind a Write the peer never takes, until the caller closes the file.
+		q.wmu.Lock()
+		defer q.wmu.Unlock()
+		_ = q.writeOwnLocked()
+		close(done)
+	}()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-q.done:
+	case <-done:
 		return true
 	case <-t.C:
 		return false
 	}
 }
 
-// stopNow makes waiting pushers and an idle writer give up at once. A Write in progress is not
-// interrupted (the caller closes the underlying file for that).
-func (q *outQueue) stopNow() {
-	q.stopOnce.Do(func() {
-		q.mu.Lock()
-		if q.err == nil {
-			q.err = errQueueStopped
-		}
-		q.mu.Unlock()
-		close(q.stop)
-	})
+// stopNow refuses new messages and drops queued ones. A Write in progress is not interrupted
+// (the caller closes the underlying file for that).
+func (q *peerWriter) stopNow() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	if q.err == nil {
+		q.err = errQueueStopped
+	}
+	q.own = nil
 }
 
 // ---- JSON-RPC envelope ----
@@ -544,7 +576,7 @@ func setMember(obj []byte, ms []member, key string, val []byte) []byte {
 	return splice(obj, open, open, ins)
 }
 
-// withNewline returns a fresh copy of b followed by '\n', ready for an outQueue.
+// withNewline returns a fresh copy of b followed by '\n', ready for peerWriter.send.
 func withNewline(b []byte) []byte {
 	out := make([]byte, len(b)+1)
 	copy(out, b)

@@ -39,8 +39,8 @@ func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.toClient = newOutQueue(toClient, 1<<20, nil)
-	b.toServer = newOutQueue(toServer, 1<<20, nil)
+	b.toClient = newPeerWriter(toClient, nil)
+	b.toServer = newPeerWriter(toServer, nil)
 	return b, toClient, toServer
 }
 

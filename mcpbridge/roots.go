@@ -56,7 +56,7 @@ func (b *Bridge) startFetchLocked() {
 	b.fetch = &fetchState{id: id, timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.fetchTimedOut(id) })}
 	idJSON, _ := json.Marshal(id)
 	msg := []byte(`{"jsonrpc":"2.0","id":` + string(idJSON) + `,"method":"roots/list"}` + "\n")
-	if err := b.toClient.push(msg, false); err != nil && !errors.Is(err, errQueueStopped) {
+	if err := b.toClient.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
 		b.log.Warn("could not send roots/list to the client", zap.Error(err))
 	}
 }
@@ -324,12 +324,12 @@ func (b *Bridge) swallowCancel(key string) bool {
 func (b *Bridge) forwardToServer(msg []byte) {
 	b.mu.Lock()
 	if b.holding && !isResponse(msg) {
-		b.held = append(b.held, withNewline(msg))
+		b.held = append(b.held, append([]byte(nil), msg...)) // msg points into the line buffer
 		b.mu.Unlock()
 		return
 	}
 	b.mu.Unlock()
-	forward(b.toServer, msg)
+	_ = b.toServer.forward(msg) // fails only once the bridge is shutting down or the server broke
 }
 
 // releaseHeld forwards, in order, what the client sent between its initialized and the first
@@ -352,7 +352,7 @@ func (b *Bridge) releaseHeld() {
 			b.log.Debug("releasing client messages held for the first roots", zap.Int("messages", len(batch)))
 		}
 		for _, m := range batch {
-			_ = b.toServer.push(m, true)
+			_ = b.toServer.forward(m)
 		}
 	}
 }

@@ -59,24 +59,25 @@ func (b *Bridge) serverLoop() {
 			b.end(false, err)
 			return
 		}
+		var fwd []byte
 		b.hmu.RLock()
 		if !b.isDone() {
-			b.handleServerLine(line)
+			fwd = b.routeServerLine(line)
 		}
 		b.hmu.RUnlock()
+		if fwd != nil {
+			// Outside hmu: Run does not close the client's stdout, so a write the client never
+			// takes must not hold up Run's return.
+			_ = b.toClient.forward(fwd) // fails only once the bridge is shutting down or the client broke
+		}
 	}
-}
-
-// forward queues bytes for the other side, blocking while that side's queue is full.
-func forward(q *outQueue, msg []byte) {
-	_ = q.push(withNewline(msg), true) // fails only once the bridge is shutting down
 }
 
 // route is what handling one message decided.
 type route struct {
 	fwd   []byte // bytes to forward (the message itself, or an edited copy); nil: not forwarded
 	reply []byte // rootfs's own reply to the sender (ends in '\n'); nil: none
-	after func() // run after fwd is queued
+	after func() // run after fwd is written (or held)
 }
 
 func (b *Bridge) handleClientLine(line []byte) {
@@ -296,14 +297,23 @@ func (b *Bridge) editInitialize(e *envelope) []byte {
 	return splice(e.raw, pm.valStart, pm.valEnd, newParams)
 }
 
+// handleServerLine handles one line from the server and forwards what is not rootfs's to the client.
 func (b *Bridge) handleServerLine(line []byte) {
+	if fwd := b.routeServerLine(line); fwd != nil {
+		_ = b.toClient.forward(fwd)
+	}
+}
+
+// routeServerLine handles what rootfs owns in one line from the server and returns what to
+// forward to the client (nil: nothing).
+func (b *Bridge) routeServerLine(line []byte) []byte {
 	t := trimmed(line)
 	if len(t) == 0 {
-		return
+		return nil
 	}
 	if !json.Valid(t) {
 		b.log.Warn("dropped a line from the server that is not json", zap.String("line", lineSnippet(t)))
-		return
+		return nil
 	}
 	if t[0] == '[' {
 		els := elements(t)
@@ -320,15 +330,13 @@ func (b *Bridge) handleServerLine(line []byte) {
 		}
 		switch {
 		case verbatim:
-			forward(b.toClient, t)
+			return t
 		case len(fwds) > 0:
-			forward(b.toClient, arrayOf(fwds))
+			return arrayOf(fwds)
 		}
-		return
+		return nil
 	}
-	if r := b.routeServer(t); r.fwd != nil {
-		forward(b.toClient, r.fwd)
-	}
+	return b.routeServer(t).fwd
 }
 
 // routeServer decides what to do with one message from the server. Replies rootfs makes to the
