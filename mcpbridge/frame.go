@@ -260,7 +260,7 @@ func (q *peerWriter) stopNow() {
 
 // member is one top-level key of a JSON object: offsets are into the object's bytes.
 type member struct {
-	key              string
+	key              []byte // the decoded name: usually a slice of the object's bytes
 	valStart, valEnd int
 	keyStart         int
 }
@@ -271,14 +271,15 @@ var (
 )
 
 // members lists the members of the JSON object b (b must be valid JSON; leading/trailing space
-// allowed). Duplicate names are refused: a message rootfs reads must mean one thing to every parser.
-func members(b []byte) ([]member, error) {
+// allowed), appended to ms[:0] (pass nil, or a buffer to spare allocations). Duplicate names are
+// refused: a message rootfs reads must mean one thing to every parser.
+func members(b []byte, ms []member) ([]member, error) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, errors.New("not an object")
 	}
 	i++
-	var ms []member
+	ms = ms[:0]
 	for {
 		i = skipSpace(b, i)
 		if i < len(b) && b[i] == '}' {
@@ -289,7 +290,7 @@ func members(b []byte) ([]member, error) {
 		}
 		ks := i
 		ke := skipString(b, i)
-		key, err := decodeString(b[ks:ke])
+		key, err := decodeName(b[ks:ke])
 		if err != nil {
 			return nil, err
 		}
@@ -301,7 +302,7 @@ func members(b []byte) ([]member, error) {
 		vs := i
 		ve := skipValue(b, i)
 		for _, m := range ms {
-			if m.key == key {
+			if bytes.Equal(m.key, key) {
 				return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
 			}
 		}
@@ -375,6 +376,15 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
+// decodeName decodes a JSON string token; without escapes it returns a slice of raw.
+func decodeName(raw []byte) ([]byte, error) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1], nil
+	}
+	s, err := decodeString(raw)
+	return []byte(s), err
+}
+
 // decodeString decodes a JSON string token.
 func decodeString(raw []byte) (string, error) {
 	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
@@ -405,6 +415,7 @@ type envelope struct {
 	result  json.RawMessage
 	errRaw  json.RawMessage
 	members []member
+	msBuf   [6]member // members' storage for most messages (jsonrpc, id, method, params, _meta...)
 }
 
 // errInvalid wraps reasons a syntactically valid JSON value is not a JSON-RPC 2.0 message.
@@ -433,15 +444,16 @@ func syntaxError(b []byte) error {
 
 // parseValid is parseMessage for b already known to be valid JSON.
 func parseValid(b []byte) (*envelope, error) {
-	ms, err := members(b)
+	e := &envelope{raw: b}
+	ms, err := members(b, e.msBuf[:0])
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errInvalid, err)
 	}
-	e := &envelope{raw: b, members: ms}
+	e.members = ms
 	var hasMethod, hasResult, hasError, hasVersion bool
 	for _, m := range ms {
 		v := b[m.valStart:m.valEnd]
-		switch m.key {
+		switch string(m.key) {
 		case "jsonrpc":
 			s, err := decodeString(v)
 			if err != nil || v[0] != '"' || s != "2.0" {
@@ -545,7 +557,7 @@ func isInteger(n []byte) bool {
 // find returns the member named key, or nil.
 func find(ms []member, key string) *member {
 	for i := range ms {
-		if ms[i].key == key {
+		if string(ms[i].key) == key {
 			return &ms[i]
 		}
 	}

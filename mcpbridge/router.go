@@ -268,7 +268,7 @@ func (b *Bridge) editInitialize(e *envelope) []byte {
 		return e.raw
 	}
 	params := e.raw[pm.valStart:pm.valEnd]
-	pms, err := members(params)
+	pms, err := members(params, nil)
 	if err != nil {
 		b.log.Warn("initialize params refused; forwarded unchanged", zap.Error(err))
 		return e.raw
@@ -277,10 +277,10 @@ func (b *Bridge) editInitialize(e *envelope) []byte {
 	declared, listChanged := false, false
 	if cm := find(pms, "capabilities"); cm != nil && params[cm.valStart] == '{' {
 		caps := params[cm.valStart:cm.valEnd]
-		if cms, err := members(caps); err == nil {
+		if cms, err := members(caps, nil); err == nil {
 			if rm := find(cms, "roots"); rm != nil && caps[rm.valStart] == '{' {
 				declared = true
-				if rms, err := members(caps[rm.valStart:rm.valEnd]); err == nil {
+				if rms, err := members(caps[rm.valStart:rm.valEnd], nil); err == nil {
 					if lm := find(rms, "listChanged"); lm != nil {
 						listChanged = string(caps[rm.valStart:rm.valEnd][lm.valStart:lm.valEnd]) == "true"
 					}
