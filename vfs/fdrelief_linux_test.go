@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestViewFDRelief: a walk over more files than the daemon's RLIMIT_NOFILE
+// TestViewFDRelief: a walk over more directories than the daemon's RLIMIT_NOFILE
 // completes, because the view has the kernel forget unused inodes when it
 // runs out of descriptors; without the relief (control) it fails with
 // EMFILE.
@@ -20,7 +20,9 @@ func TestViewFDRelief(t *testing.T) {
 	for d := range 4 {
 		dir := mkdir(t, filepath.Join(a, fmt.Sprint("d", d)))
 		for f := range 100 {
-			write(t, filepath.Join(dir, fmt.Sprint("f", f)), "x")
+			// A directory each: the view holds a descriptor per cached
+			// directory (files hold none).
+			write(t, filepath.Join(dir, fmt.Sprint("s", f), "f"), "x")
 		}
 	}
 	walk := func(s *server) (files int, err error) {

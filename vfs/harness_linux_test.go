@@ -51,6 +51,11 @@ type serveConfig struct {
 	CacheTimeout time.Duration
 	// NoInvalidate turns off Swap's kernel notifications (negative control).
 	NoInvalidate bool
+	// NoHostWatch turns the host watcher off (Options.NoHostWatch);
+	// NoHostEvents keeps it (and so the long cache) but drops its events:
+	// the negative control of the host-change tests.
+	NoHostWatch  bool
+	NoHostEvents bool
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -80,6 +85,7 @@ func serveMain(cfgJSON string) int {
 	}
 	testSkipInvalidate = cfg.NoInvalidate
 	testNoFDRelief = cfg.NoFDRelief
+	testNoHostEvents = cfg.NoHostEvents
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
@@ -95,7 +101,7 @@ func serveMain(cfgJSON string) int {
 		opts = &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec}
 	} else {
 		log, _ := zap.NewDevelopment()
-		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, WriteThrough: cfg.WriteThrough, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, Logger: log})
+		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, WriteThrough: cfg.WriteThrough, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log})
 		root = v.FUSERoot()
 		opts = v.MountOptions()
 	}

@@ -55,6 +55,14 @@ type Options struct {
 	// caching. Swaps and changes made through the view are always seen at
 	// once; host-side changes within the timeout.
 	CacheTimeout time.Duration
+	// NoHostWatch turns off the host watcher. By default, where the daemon
+	// may use fanotify filesystem marks (CAP_SYS_ADMIN in the initial user
+	// namespace), changes made on the host by other processes are reported
+	// to the view, which drops exactly what they made stale, and the
+	// kernel caches everything else for an hour; what cannot be watched is
+	// cached for CacheTimeout. With NoHostWatch everything is cached for
+	// CacheTimeout.
+	NoHostWatch bool
 }
 
 func (o *Options) cacheTimeout() time.Duration {

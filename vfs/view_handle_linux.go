@@ -27,11 +27,15 @@ type fileHandle struct {
 }
 
 func (n *node) newHandle(fd int, flags uint32) *fileHandle {
-	return &fileHandle{
+	h := &fileHandle{
 		n:        n,
 		fd:       fd,
 		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
 	}
+	if h.writable {
+		n.writers.Add(1)
+	}
+	return h
 }
 
 var (
@@ -123,7 +127,17 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 	return h.errno("fsync", syscall.Fsync(h.fd))
 }
 
+// Release closes the descriptor. The last writer records the file's size
+// and mtime as the kernel now knows them (its pages are written back by
+// now), so that the next lookup does not take the view's own writes for a
+// host change (node.renewable).
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	if h.writable && h.n.writers.Add(-1) == 0 {
+		var st syscall.Stat_t
+		if syscall.Fstat(h.fd, &st) == nil {
+			h.n.seen(&st)
+		}
+	}
 	return h.errno("release", syscall.Close(h.fd))
 }
 
@@ -136,6 +150,7 @@ func (h *fileHandle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Err
 		return h.errno("getattr", err)
 	}
 	out.FromStat(&st)
+	h.n.attrTimes(out)
 	return 0
 }
 

@@ -57,6 +57,10 @@ type View struct {
 
 	nextGen atomic.Uint64
 	mounted atomic.Bool // the root was attached to a go-fuse bridge
+
+	renewed   sync.Map    // renewKey -> uint64 (node.renew)
+	watch     *hostWatch  // nil: host changes are not watched (hostwatch_linux.go)
+	watchDead atomic.Bool // the watcher stopped: cache for the short timeout
 }
 
 // snapshot is what the top level serves: a table plus the incarnation of
@@ -108,6 +112,14 @@ func NewView(opts Options) *View {
 		v.placeholders[p.Name] = i
 	}
 	v.root = &rootDir{v: v}
+	if !opts.NoHostWatch && opts.CacheTimeout >= 0 {
+		w, err := newHostWatch(v)
+		if err != nil {
+			v.log.Debug("host changes are not watched (fanotify); the kernel caches names and attributes for the short timeout",
+				zap.Duration("timeout", opts.cacheTimeout()), zap.Error(err))
+		}
+		v.watch = w
+	}
 	v.startProfile()
 	v.cur.Store(&snapshot{table: EmptyTable(), byName: map[string]slot{}})
 	return v
@@ -148,6 +160,9 @@ func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
 // (AllowOther, DirectMount) before mounting.
 func (v *View) MountOptions() *fs.Options {
 	t := v.opts.cacheTimeout()
+	if v.watch != nil {
+		t = max(t, watchedCacheTimeout) // nodes the watcher misses say so in each reply
+	}
 	entry, attr, neg := t, t, t
 	o := &fs.Options{
 		EntryTimeout:    &entry,
@@ -337,6 +352,9 @@ func (v *View) Close() error {
 	}
 	v.closed = true
 	v.stopProfile()
+	if v.watch != nil {
+		v.watch.close()
+	}
 	s := v.cur.Load()
 	for _, sl := range s.byName {
 		sl.inc.revoked.Store(true)
@@ -398,10 +416,13 @@ func mixIno(rootDev, dev, ino uint64) uint64 {
 	return x
 }
 
-func stableAttr(inc *rootInc, st *syscall.Stat_t) fs.StableAttr {
+// stableAttr is the go-fuse identity of n: its host inode and the
+// generation of its root incarnation, or a fresh one for a node renewed
+// after a host change (see node.renewable).
+func stableAttr(n *node, st *syscall.Stat_t) fs.StableAttr {
 	return fs.StableAttr{
 		Mode: st.Mode & syscall.S_IFMT,
-		Ino:  mixIno(inc.dev, st.Dev, st.Ino),
-		Gen:  inc.gen,
+		Ino:  mixIno(n.inc.dev, st.Dev, st.Ino),
+		Gen:  n.gen,
 	}
 }

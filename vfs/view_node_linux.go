@@ -7,34 +7,164 @@ import (
 	"errors"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 )
 
-// node is any inode below an entry, including the entry itself. It holds an
-// O_PATH descriptor of its host inode, opened without following symlinks;
-// every operation goes through that descriptor. The descriptor is closed
-// when the node becomes unreachable (a runtime cleanup), never while an
-// operation could still use it, so its number cannot be reused under a live
-// node.
+// node is any inode below an entry, including the entry itself.
+//
+// A directory, an entry, and a file the view created holds an O_PATH
+// descriptor of its host inode, opened without following symlinks; every
+// operation goes through that descriptor. The descriptor is closed when the
+// node becomes unreachable (a runtime cleanup), never while an operation
+// could still use it, so its number cannot be reused under a live node.
+//
+// Any other node (a file, symlink or special file found by lookup) holds no
+// descriptor (fd < 0): an operation pins its inode for the call (pin) by
+// opening its current name beneath the parent directory's descriptor
+// (O_PATH|O_NOFOLLOW, one component) and checking that the device and inode
+// are still the node's; a mismatch is ESTALE, after which the kernel looks
+// the name up again. So the daemon holds one descriptor per cached
+// directory, not per cached file, and a kernel that caches a 50k-file tree
+// stays far below RLIMIT_NOFILE.
 type node struct {
 	fs.Inode
 	v    *View
 	inc  *rootInc
-	fd   int // O_PATH|O_NOFOLLOW
+	fd   int // O_PATH|O_NOFOLLOW, or -1 (see pin)
 	dev  uint64
 	ino  uint64
 	kind uint32 // S_IFMT bits
+	// watched: host changes to this node are reported by the host watcher
+	// (hostwatch_linux.go), so the kernel may cache it for long.
+	watched bool
+	gen     uint64 // StableAttr.Gen: the incarnation's, or fresh (renewable)
+
+	// For a regular file under the writeback cache: the size and mtime
+	// last told to the kernel, and the handles open for writing.
+	seenSize, seenMtime atomic.Int64
+	writers             atomic.Int32
 }
 
 func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {
-	n := &node{v: v, inc: inc, fd: fd, dev: st.Dev, ino: st.Ino, kind: st.Mode & syscall.S_IFMT}
-	runtime.AddCleanup(n, func(fd int) { unix.Close(fd) }, fd)
+	n := &node{v: v, inc: inc, fd: fd, dev: st.Dev, ino: st.Ino, kind: st.Mode & syscall.S_IFMT, gen: inc.gen}
+	if n.kind == syscall.S_IFREG {
+		if g, ok := v.renewed.Load(renewKey{inc, st.Dev, st.Ino}); ok {
+			n.gen = g.(uint64)
+		}
+	}
+	n.seen(st)
+	if fd >= 0 {
+		runtime.AddCleanup(n, func(fd int) { unix.Close(fd) }, fd)
+	}
 	return n
+}
+
+// seen records the size and mtime the kernel holds for n: those it was
+// given when it made the inode, or that the view itself set (a truncation,
+// the last writer's close). Under the writeback cache it ignores those of
+// later replies.
+func (n *node) seen(st *syscall.Stat_t) {
+	n.seenSize.Store(st.Size)
+	n.seenMtime.Store(st.Mtim.Nano())
+}
+
+// renewable reports whether the kernel's inode for n must be replaced to
+// show st. Under the writeback cache the kernel trusts its own size and
+// mtime of a regular file and ignores the daemon's, so a file changed on
+// the host (by another process) would be read at its old length for as
+// long as the kernel keeps the inode. When a lookup finds such a change and
+// nothing has the file open for writing through the view (no dirty pages
+// the kernel still has to write back), the view answers with a new node
+// (a fresh StableAttr.Gen, so a new node id): the kernel makes a new inode
+// with the host's size, and files already open keep the old one.
+func (n *node) renewable(st *syscall.Stat_t) bool {
+	return n.kind == syscall.S_IFREG && n.v.writeback() && n.writers.Load() == 0 &&
+		(st.Size != n.seenSize.Load() || st.Mtim.Nano() != n.seenMtime.Load())
+}
+
+// renewKey names a regular file of one root incarnation whose inode was
+// renewed; View.renewed maps it to the generation of its current node, so
+// that a lookup that does not find the node in its directory (go-fuse
+// dropped the name) still does not revive the old kernel inode.
+type renewKey struct {
+	inc      *rootInc
+	dev, ino uint64
+}
+
+// renew gives n a fresh generation (see renewable).
+func (n *node) renew() {
+	n.gen = n.v.nextGen.Add(1)
+	n.v.renewed.Store(renewKey{n.inc, n.dev, n.ino}, n.gen)
+}
+
+// pin returns an O_PATH descriptor of n's host inode for the length of one
+// operation; release it with unpin. See node for how a node without a
+// descriptor of its own is pinned.
+func (n *node) pin() (int, error) {
+	if n.fd >= 0 {
+		return n.fd, nil
+	}
+	name, pfd, err := n.parentFD()
+	if err != nil {
+		return -1, err
+	}
+	fd, err := n.v.withFDs(func() (int, error) { return openat(pfd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
+	if err != nil {
+		return -1, staleIfGone(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if !n.same(&st) {
+		unix.Close(fd)
+		return -1, syscall.ESTALE
+	}
+	return fd, nil
+}
+
+// unpin releases what pin returned.
+func (n *node) unpin(fd int) {
+	if fd >= 0 && fd != n.fd {
+		unix.Close(fd)
+	}
+}
+
+// parentFD returns n's current name and its parent directory's descriptor
+// (go-fuse keeps the name current for changes made through the view; a
+// change made on the host shows as ESTALE).
+func (n *node) parentFD() (string, int, error) {
+	name, p := n.Parent()
+	if p == nil {
+		return "", -1, syscall.ESTALE
+	}
+	pn, ok := p.Operations().(*node)
+	if !ok || pn.fd < 0 || pn.inc != n.inc {
+		return "", -1, syscall.ESTALE
+	}
+	return name, pn.fd, nil
+}
+
+// same reports whether st describes n's host inode.
+func (n *node) same(st *syscall.Stat_t) bool {
+	return st.Dev == n.dev && st.Ino == n.ino && st.Mode&syscall.S_IFMT == n.kind
+}
+
+// staleIfGone turns "the name is gone" into ESTALE: the kernel then looks
+// the name up again instead of failing a call on a cached dentry.
+func staleIfGone(err error) error {
+	if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+		return syscall.ESTALE
+	}
+	return err
 }
 
 var (
@@ -134,53 +264,111 @@ var deniedFS = map[int64]bool{
 // adopt turns a freshly opened O_PATH descriptor of name (a child of n) into
 // the child's Inode, reusing the existing Inode when go-fuse already has this
 // host inode under that name. It takes ownership of fd.
+//
+// fd may be -1 for anything but a directory (see node).
 func (n *node) adopt(ctx context.Context, name string, fd int, st *syscall.Stat_t, out *fuse.EntryOut) (*fs.Inode, error) {
+	closeFD := func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 	if st.Dev != n.dev && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		var sfs unix.Statfs_t
 		if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
-			unix.Close(fd)
+			closeFD()
 			return nil, syscall.EACCES
 		}
 	}
 	out.Attr.FromStat(st)
+	renew := false
 	if old := n.GetChild(name); old != nil {
-		if on, ok := old.Operations().(*node); ok && on.inc == n.inc && on.dev == st.Dev && on.ino == st.Ino && on.kind == st.Mode&syscall.S_IFMT {
-			unix.Close(fd)
-			return old, nil
+		if on, ok := old.Operations().(*node); ok && on.inc == n.inc && on.same(st) {
+			if !on.renewable(st) {
+				closeFD()
+				on.cacheTimes(out)
+				return old, nil
+			}
+			renew = true
 		}
 	}
 	ch := newNode(n.v, n.inc, fd, st)
-	return n.NewInode(ctx, ch, stableAttr(n.inc, st)), nil
+	if renew {
+		ch.renew()
+	}
+	n.v.watchNode(ch, n, name, st)
+	ch.cacheTimes(out)
+	return n.NewInode(ctx, ch, stableAttr(ch, st)), nil
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	g := n.v.hostGen()
 	ch, err := n.lookup(ctx, name, out)
+	if n.v.watch != nil && (!n.watched || n.v.hostGen() != g) {
+		// Not watched, or a host change raced this lookup: this reply (or
+		// this negative entry) is cached for the short timeout only.
+		out.SetEntryTimeout(n.v.shortTimeout())
+		out.SetAttrTimeout(n.v.shortTimeout())
+	}
 	return ch, n.errno("lookup", err)
 }
 
+// lookup stats name beneath n without following it. Only a directory is
+// opened (O_PATH|O_NOFOLLOW|O_DIRECTORY) and kept; the identity the node
+// records for anything else is the one fstatat saw, and pin checks it
+// again at each use.
 func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, error) {
 	if err := n.live(); err != nil {
 		return nil, err
 	}
-	fd, err := n.v.withFDs(func() (int, error) { return openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
-	if err != nil {
-		return nil, err
+	for range 8 {
+		var st syscall.Stat_t
+		err := retryEINTR(func() error { return unix.Fstatat(n.fd, name, (*unix.Stat_t)(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW) })
+		if err != nil {
+			return nil, err
+		}
+		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			return n.adopt(ctx, name, -1, &st, out)
+		}
+		fd, err := n.v.withFDs(func() (int, error) {
+			return openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY, 0)
+		})
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOENT) {
+			continue // replaced on the host between the two calls
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+		return n.adopt(ctx, name, fd, &st, out)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	return n.adopt(ctx, name, fd, &st, out)
+	return nil, syscall.EAGAIN
 }
 
-// statFd fstats the handle's descriptor when there is one, else the node's.
+// stat fstats the handle's descriptor when there is one, else the node's
+// inode (for a node without a descriptor, by its name beneath the parent,
+// checked against the node's identity).
 func (n *node) stat(f fs.FileHandle, st *syscall.Stat_t) error {
-	fd := n.fd
 	if fh, ok := f.(*fileHandle); ok && fh != nil {
-		fd = fh.fd
+		return syscall.Fstat(fh.fd, st)
 	}
-	return syscall.Fstat(fd, st)
+	if n.fd >= 0 {
+		return syscall.Fstat(n.fd, st)
+	}
+	name, pfd, err := n.parentFD()
+	if err != nil {
+		return err
+	}
+	err = retryEINTR(func() error { return unix.Fstatat(pfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW) })
+	if err != nil {
+		return staleIfGone(err)
+	}
+	if !n.same(st) {
+		return syscall.ESTALE
+	}
+	return nil
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -192,6 +380,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 		return n.errno("getattr", err)
 	}
 	out.FromStat(&st)
+	n.attrTimes(out)
 	return 0
 }
 
@@ -204,6 +393,8 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		return n.errno("setattr", err)
 	}
 	out.FromStat(&st)
+	n.seen(&st)
+	n.attrTimes(out)
 	return 0
 }
 
@@ -211,12 +402,17 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 	if err := n.mutable(); err != nil {
 		return err
 	}
+	fd, err := n.pin()
+	if err != nil {
+		return err
+	}
+	defer n.unpin(fd)
 	fh, _ := f.(*fileHandle)
 	if mode, ok := in.GetMode(); ok {
 		if n.kind == syscall.S_IFLNK {
 			return syscall.EOPNOTSUPP
 		}
-		if err := syscall.Chmod(procPath(n.fd), mode); err != nil {
+		if err := syscall.Chmod(procPath(fd), mode); err != nil {
 			return err
 		}
 	}
@@ -230,7 +426,7 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 		if gok {
 			g = int(gid)
 		}
-		if err := unix.Fchownat(n.fd, "", u, g, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fchownat(fd, "", u, g, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
 	}
@@ -247,7 +443,7 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 				return err
 			}
 		} else {
-			wfd, err := openat(unix.AT_FDCWD, procPath(n.fd), unix.O_WRONLY, 0)
+			wfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_WRONLY, 0)
 			if err != nil {
 				return err
 			}
@@ -258,7 +454,7 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 			}
 		}
 		if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
-			if err := killPriv(n.fd); err != nil {
+			if err := killPriv(fd); err != nil {
 				return err
 			}
 		}
@@ -273,7 +469,7 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 		if mok {
 			ts[1] = timespec(mtime)
 		}
-		if err := unix.UtimesNanoAt(n.fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
 	}
@@ -365,10 +561,15 @@ func (n *node) handleFlags(flags uint32) int {
 // resolved on the host. A daemon that may not read a write-only file opens
 // it write-only; the kernel's page fill then fails (EIO) on partial pages.
 func (n *node) reopen(flags uint32) (int, error) {
+	pfd, err := n.pin()
+	if err != nil {
+		return -1, err
+	}
+	defer n.unpin(pfd)
 	of := n.handleFlags(flags)
-	fd, err := openat(unix.AT_FDCWD, procPath(n.fd), of, 0)
+	fd, err := openat(unix.AT_FDCWD, procPath(pfd), of, 0)
 	if errors.Is(err, syscall.EACCES) && of&unix.O_ACCMODE != openFlags(flags)&unix.O_ACCMODE {
-		fd, err = openat(unix.AT_FDCWD, procPath(n.fd), of&^unix.O_ACCMODE|unix.O_WRONLY, 0)
+		fd, err = openat(unix.AT_FDCWD, procPath(pfd), of&^unix.O_ACCMODE|unix.O_WRONLY, 0)
 	}
 	return fd, err
 }
@@ -488,7 +689,9 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	out.Attr.FromStat(st)
 	cn := newNode(n.v, n.inc, pfd, st)
-	ch := n.NewInode(ctx, cn, stableAttr(n.inc, st))
+	n.v.watchNode(cn, n, name, st)
+	cn.cacheTimes(out)
+	ch := n.NewInode(ctx, cn, stableAttr(cn, st))
 	return ch, cn.newHandle(fd, flags), nil
 }
 
@@ -580,9 +783,14 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if err := n.live(); err != nil {
 		return nil, n.errno("readlink", err)
 	}
+	fd, err := n.pin()
+	if err != nil {
+		return nil, n.errno("readlink", err)
+	}
+	defer n.unpin(fd)
 	for size := 256; ; size *= 2 {
 		buf := make([]byte, size)
-		k, err := unix.Readlinkat(n.fd, "", buf)
+		k, err := unix.Readlinkat(fd, "", buf)
 		if err != nil {
 			return nil, n.errno("readlink", err)
 		}
@@ -618,19 +826,25 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		if err != nil {
 			return nil, err
 		}
-		err = unix.Linkat(t.fd, "", n.fd, name, unix.AT_EMPTY_PATH)
+		tfd, err := t.pin()
+		if err != nil {
+			return nil, err
+		}
+		defer t.unpin(tfd)
+		err = unix.Linkat(tfd, "", n.fd, name, unix.AT_EMPTY_PATH)
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EPERM) {
 			// No CAP_DAC_READ_SEARCH: go through the inode's magic link.
-			err = unix.Linkat(unix.AT_FDCWD, procPath(t.fd), n.fd, name, unix.AT_SYMLINK_FOLLOW)
+			err = unix.Linkat(unix.AT_FDCWD, procPath(tfd), n.fd, name, unix.AT_SYMLINK_FOLLOW)
 		}
 		if err != nil {
 			return nil, err
 		}
 		var st syscall.Stat_t
-		if err := syscall.Fstat(t.fd, &st); err != nil {
+		if err := syscall.Fstat(tfd, &st); err != nil {
 			return nil, err
 		}
 		out.Attr.FromStat(&st)
+		t.cacheTimes(out)
 		return t.EmbeddedInode(), nil
 	}()
 	return ch, n.errno("link", err)
@@ -687,8 +901,13 @@ func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	if err := n.live(); err != nil {
 		return n.errno("statfs", err)
 	}
+	fd, err := n.pin()
+	if err != nil {
+		return n.errno("statfs", err)
+	}
+	defer n.unpin(fd)
 	var s syscall.Statfs_t
-	if err := syscall.Fstatfs(n.fd, &s); err != nil {
+	if err := syscall.Fstatfs(fd, &s); err != nil {
 		return n.errno("statfs", err)
 	}
 	out.FromStatfsT(&s)
@@ -706,7 +925,12 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if n.kind == syscall.S_IFLNK {
 		return 0, syscall.ENODATA
 	}
-	sz, err := unix.Getxattr(procPath(n.fd), attr, dest)
+	fd, err := n.pin()
+	if err != nil {
+		return 0, n.errno("getxattr", err)
+	}
+	defer n.unpin(fd)
+	sz, err := unix.Getxattr(procPath(fd), attr, dest)
 	return uint32(max(sz, 0)), n.errno("getxattr", err)
 }
 
@@ -717,7 +941,12 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 	if n.kind == syscall.S_IFLNK {
 		return 0, 0
 	}
-	sz, err := unix.Listxattr(procPath(n.fd), dest)
+	fd, err := n.pin()
+	if err != nil {
+		return 0, n.errno("listxattr", err)
+	}
+	defer n.unpin(fd)
+	sz, err := unix.Listxattr(procPath(fd), dest)
 	return uint32(max(sz, 0)), n.errno("listxattr", err)
 }
 
@@ -751,7 +980,12 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		if err := n.xattrChangeable(attr); err != nil {
 			return err
 		}
-		return unix.Setxattr(procPath(n.fd), attr, data, int(flags))
+		fd, err := n.pin()
+		if err != nil {
+			return err
+		}
+		defer n.unpin(fd)
+		return unix.Setxattr(procPath(fd), attr, data, int(flags))
 	}()
 	return n.errno("setxattr", err)
 }
@@ -761,7 +995,12 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		if err := n.xattrChangeable(attr); err != nil {
 			return err
 		}
-		return unix.Removexattr(procPath(n.fd), attr)
+		fd, err := n.pin()
+		if err != nil {
+			return err
+		}
+		defer n.unpin(fd)
+		return unix.Removexattr(procPath(fd), attr)
 	}()
 	return n.errno("removexattr", err)
 }
@@ -819,7 +1058,9 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		}
 		out.Attr.FromStat(st)
 		cn := newNode(n.v, n.inc, pfd, st)
-		return n.NewInode(ctx, cn, stableAttr(n.inc, st)), cn.newHandle(fd, flags), nil
+		n.v.watchNode(cn, n, "", st)
+		cn.cacheTimes(out)
+		return n.NewInode(ctx, cn, stableAttr(cn, st)), cn.newHandle(fd, flags), nil
 	}()
 	if err != nil {
 		return nil, nil, 0, n.errno("tmpfile", err)

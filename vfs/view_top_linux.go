@@ -107,14 +107,24 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 		return nil, err
 	}
 	out.Attr.FromStat(&st)
+	renew := false
 	if old := r.GetChild(name); old != nil {
 		if on, ok := old.Operations().(*node); ok && on.inc == sl.inc {
-			unix.Close(fd)
-			return old, nil
+			if !on.renewable(&st) {
+				unix.Close(fd)
+				on.cacheTimes(out)
+				return old, nil
+			}
+			renew = true
 		}
 	}
 	n := newNode(v, sl.inc, fd, &st)
-	return r.NewInode(ctx, n, stableAttr(sl.inc, &st)), nil
+	if renew {
+		n.renew()
+	}
+	v.watchNode(n, nil, "", &st)
+	n.cacheTimes(out)
+	return r.NewInode(ctx, n, stableAttr(n, &st)), nil
 }
 
 func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {

@@ -1,0 +1,315 @@
+//go:build linux
+
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hostChange is one change made on the host (make) and how the view shows
+// it once it is seen (seen).
+type hostChange struct {
+	name string
+	// prime runs through the view before the change, so the kernel caches
+	// what the change makes stale.
+	prime func(t *testing.T, m string)
+	make  func(t *testing.T, h string)
+	seen  func(m string) (bool, string)
+}
+
+func hostChanges() []hostChange {
+	stat := func(p string) (os.FileInfo, error) { return os.Lstat(p) }
+	return []hostChange{
+		{
+			name:  "content",
+			prime: func(t *testing.T, m string) { readFile(t, filepath.Join(m, "r", "f")) },
+			make: func(t *testing.T, h string) {
+				write(t, filepath.Join(h, "r", "f"), "second version, longer")
+			},
+			seen: func(m string) (bool, string) {
+				b, err := os.ReadFile(filepath.Join(m, "r", "f"))
+				return err == nil && string(b) == "second version, longer", fmt.Sprintf("%q %v", b, err)
+			},
+		},
+		{
+			name:  "same-size-rewrite",
+			prime: func(t *testing.T, m string) { readFile(t, filepath.Join(m, "r", "g")) },
+			make: func(t *testing.T, h string) {
+				// Same size, in place: only the modify event can tell.
+				f, err := os.OpenFile(filepath.Join(h, "r", "g"), os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.WriteAt([]byte("GGGG"), 0)
+				f.Close()
+			},
+			seen: func(m string) (bool, string) {
+				b, err := os.ReadFile(filepath.Join(m, "r", "g"))
+				return err == nil && string(b) == "GGGG", fmt.Sprintf("%q %v", b, err)
+			},
+		},
+		{
+			name: "create-after-negative",
+			prime: func(t *testing.T, m string) {
+				if _, err := stat(filepath.Join(m, "r", "new")); !errors.Is(err, syscall.ENOENT) {
+					t.Fatalf("new before creation: %v", err)
+				}
+			},
+			make: func(t *testing.T, h string) { write(t, filepath.Join(h, "r", "new"), "n") },
+			seen: func(m string) (bool, string) {
+				_, err := stat(filepath.Join(m, "r", "new"))
+				return err == nil, fmt.Sprint(err)
+			},
+		},
+		{
+			name:  "delete",
+			prime: func(t *testing.T, m string) { readFile(t, filepath.Join(m, "r", "gone")) },
+			make: func(t *testing.T, h string) {
+				if err := os.Remove(filepath.Join(h, "r", "gone")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			seen: func(m string) (bool, string) {
+				_, err := stat(filepath.Join(m, "r", "gone"))
+				return errors.Is(err, syscall.ENOENT), fmt.Sprint(err)
+			},
+		},
+		{
+			name: "rename",
+			prime: func(t *testing.T, m string) {
+				readFile(t, filepath.Join(m, "r", "old"))
+				stat(filepath.Join(m, "r", "d", "moved"))
+			},
+			make: func(t *testing.T, h string) {
+				if err := os.Rename(filepath.Join(h, "r", "old"), filepath.Join(h, "r", "d", "moved")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			seen: func(m string) (bool, string) {
+				_, err1 := stat(filepath.Join(m, "r", "old"))
+				b, err2 := os.ReadFile(filepath.Join(m, "r", "d", "moved"))
+				return errors.Is(err1, syscall.ENOENT) && string(b) == "old", fmt.Sprint(err1, " ", err2)
+			},
+		},
+		{
+			name:  "chmod",
+			prime: func(t *testing.T, m string) { stat(filepath.Join(m, "r", "mode")) },
+			make: func(t *testing.T, h string) {
+				if err := os.Chmod(filepath.Join(h, "r", "mode"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			},
+			seen: func(m string) (bool, string) {
+				fi, err := stat(filepath.Join(m, "r", "mode"))
+				return err == nil && fi.Mode().Perm() == 0o600, fmt.Sprint(fi.Mode(), err)
+			},
+		},
+		{
+			name:  "listing",
+			prime: func(t *testing.T, m string) { names(t, filepath.Join(m, "r", "d")) },
+			make:  func(t *testing.T, h string) { write(t, filepath.Join(h, "r", "d", "listed"), "l") },
+			seen: func(m string) (bool, string) {
+				es, err := os.ReadDir(filepath.Join(m, "r", "d"))
+				var ns []string
+				for _, e := range es {
+					ns = append(ns, e.Name())
+				}
+				return slices.Contains(ns, "listed"), fmt.Sprint(ns, err)
+			},
+		},
+		{
+			name:  "hard-link-alias",
+			prime: func(t *testing.T, m string) { readFile(t, filepath.Join(m, "r", "d", "link")) },
+			make: func(t *testing.T, h string) {
+				// Changed through its other name: the event names r/hl.
+				write(t, filepath.Join(h, "r", "hl"), "changed via the other link")
+			},
+			seen: func(m string) (bool, string) {
+				b, err := os.ReadFile(filepath.Join(m, "r", "d", "link"))
+				return string(b) == "changed via the other link", fmt.Sprintf("%q %v", b, err)
+			},
+		},
+	}
+}
+
+func hostChangeTree(t *testing.T) (h, r string) {
+	h = hostTree(t)
+	r = mkdir(t, filepath.Join(h, "r"))
+	write(t, filepath.Join(r, "f"), "first")
+	write(t, filepath.Join(r, "g"), "gggg")
+	write(t, filepath.Join(r, "gone"), "x")
+	write(t, filepath.Join(r, "old"), "old")
+	write(t, filepath.Join(r, "mode"), "m")
+	write(t, filepath.Join(r, "d", "x"), "x")
+	write(t, filepath.Join(r, "hl"), "one")
+	if err := os.Link(filepath.Join(r, "hl"), filepath.Join(r, "d", "link")); err != nil {
+		t.Fatal(err)
+	}
+	return h, r
+}
+
+// TestViewHostChanges: with the host watcher, the kernel caches for an hour
+// and a change made on the host by another process still shows through
+// the view at once. The control keeps the hour-long cache but drops the
+// watcher's events: every change stays hidden, so the cases can fail.
+func TestViewHostChanges(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "watched", true: "control"}[control], func(t *testing.T) {
+			h, r := hostChangeTree(t)
+			s := serve(t, serveConfig{Roots: []string{r}, NoHostEvents: control})
+			for _, c := range hostChanges() {
+				c.prime(t, s.Mnt)
+				c.prime(t, s.Mnt)
+				if ok, got := c.seen(s.Mnt); ok {
+					t.Fatalf("%s: seen before the change: %s", c.name, got)
+				}
+				c.make(t, h)
+				ok, got, after := poll(c.seen, s.Mnt, control)
+				switch {
+				case control && ok:
+					t.Errorf("%s: seen after %v without the watcher's events: the control shows nothing (%s)", c.name, after, got)
+				case !control && !ok:
+					t.Errorf("%s: not seen through the view %v after the host change: %s", c.name, after, got)
+				case !control:
+					t.Logf("%s: seen after %v", c.name, after)
+				}
+			}
+		})
+	}
+}
+
+// poll waits for seen: up to 10 s when it should come (a liveness bound,
+// not a speed target), 1.5 s (longer than the default short timeout) when
+// it should not.
+func poll(seen func(string) (bool, string), m string, control bool) (bool, string, time.Duration) {
+	limit := 10 * time.Second
+	if control {
+		limit = 1500 * time.Millisecond
+	}
+	start := time.Now()
+	for {
+		ok, got := seen(m)
+		if ok || time.Since(start) > limit {
+			return ok, got, time.Since(start).Round(time.Microsecond)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestViewNestedRootsAlias: roots r and r/sub show one host directory
+// twice. A change made through one entry is a change the daemon made
+// itself, which the kernel knows for that entry only; the watcher updates
+// the other. The control drops the watcher's events.
+func TestViewNestedRootsAlias(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "watched", true: "control"}[control], func(t *testing.T) {
+			h := hostTree(t)
+			r := mkdir(t, filepath.Join(h, "r"))
+			sub := mkdir(t, filepath.Join(r, "sub"))
+			write(t, filepath.Join(sub, "f"), "one")
+			s := serve(t, serveConfig{Roots: []string{r, sub}, NoHostEvents: control})
+			viaR := filepath.Join(s.Mnt, "r", "sub", "f")
+			viaSub := filepath.Join(s.Mnt, "sub", "f")
+			readFile(t, viaR)
+			readFile(t, viaSub)
+			os.Lstat(filepath.Join(s.Mnt, "r", "sub", "new"))
+			if err := os.WriteFile(viaSub, []byte("two, through the other entry"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(s.Mnt, "sub", "new"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			seen := func(string) (bool, string) {
+				b, err := os.ReadFile(viaR)
+				_, err2 := os.Lstat(filepath.Join(s.Mnt, "r", "sub", "new"))
+				return string(b) == "two, through the other entry" && err2 == nil, fmt.Sprintf("%q %v %v", b, err, err2)
+			}
+			ok, got, after := poll(seen, s.Mnt, control)
+			if control && ok {
+				t.Errorf("seen after %v without the watcher's events: the control shows nothing", after)
+			}
+			if !control && !ok {
+				t.Errorf("change through sub not seen through r after %v: %s", after, got)
+			}
+		})
+	}
+}
+
+// TestViewNoHostWatch: without the watcher the kernel caches for
+// CacheTimeout only, so a host change shows within it.
+func TestViewNoHostWatch(t *testing.T) {
+	h, r := hostChangeTree(t)
+	s := serve(t, serveConfig{Roots: []string{r}, NoHostWatch: true, CacheTimeout: 200 * time.Millisecond})
+	c := hostChanges()[0]
+	c.prime(t, s.Mnt)
+	c.make(t, h)
+	if ok, got, after := poll(c.seen, s.Mnt, false); !ok {
+		t.Errorf("not seen %v after the change with a 200ms cache: %s", after, got)
+	}
+}
+
+// TestViewFilesHoldNoDescriptors: the daemon keeps a descriptor per cached
+// directory, not per cached file, so a stat walk of more files than its
+// RLIMIT_NOFILE needs no relief at all.
+func TestViewFilesHoldNoDescriptors(t *testing.T) {
+	h := hostTree(t)
+	a := mkdir(t, filepath.Join(h, "a"))
+	for f := range 600 {
+		write(t, filepath.Join(a, fmt.Sprint("f", f)), "x")
+	}
+	s := serve(t, serveConfig{Roots: []string{a}, NoFile: 128, NoFDRelief: true})
+	files := 0
+	err := filepath.WalkDir(filepath.Join(s.Mnt, "a"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if _, err := os.ReadFile(p); err != nil && !d.IsDir() {
+			return err
+		}
+		if !d.IsDir() {
+			files++
+		}
+		return nil
+	})
+	if err != nil || files != 600 {
+		t.Fatalf("walk: %d files, %v; want 600 under RLIMIT_NOFILE 128 without relief", files, err)
+	}
+	if n := s.fds(); n > 40 {
+		t.Errorf("daemon holds %d descriptors after reading 600 cached files", n)
+	}
+}
+
+// TestViewRenamedOnHostIsStale: a cached file renamed away on the host and
+// replaced by another file under its name is never served as the old inode:
+// the view checks identity on every use (ESTALE, then the kernel looks it
+// up again and finds the new file).
+func TestViewRenamedOnHostIsStale(t *testing.T) {
+	h := hostTree(t)
+	r := mkdir(t, filepath.Join(h, "r"))
+	write(t, filepath.Join(r, "f"), "old")
+	s := serve(t, serveConfig{Roots: []string{r}, NoHostWatch: true, CacheTimeout: time.Hour})
+	p := filepath.Join(s.Mnt, "r", "f")
+	readFile(t, p)
+	if err := os.Rename(filepath.Join(r, "f"), filepath.Join(r, "f.bak")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(r, "f"), "new file")
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatalf("chmod through a stale cached name: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(r, "f.bak"), &st); err != nil || st.Mode&0o777 != 0o644 {
+		t.Errorf("the renamed-away inode was changed: mode %o, %v", st.Mode&0o777, err)
+	}
+	if err := syscall.Lstat(filepath.Join(r, "f"), &st); err != nil || st.Mode&0o777 != 0o600 {
+		t.Errorf("the file now under the name: mode %o, %v; want 600", st.Mode&0o777, err)
+	}
+}
