@@ -322,7 +322,9 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	}
 	for range 8 {
 		var st syscall.Stat_t
-		err := retryEINTR(func() error { return unix.Fstatat(n.fd, name, (*unix.Stat_t)(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW) })
+		err := retryEINTR(func() error {
+			return unix.Fstatat(n.fd, name, (*unix.Stat_t)(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW)
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -361,7 +363,9 @@ func (n *node) stat(f fs.FileHandle, st *syscall.Stat_t) error {
 	if err != nil {
 		return err
 	}
-	err = retryEINTR(func() error { return unix.Fstatat(pfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW) })
+	err = retryEINTR(func() error {
+		return unix.Fstatat(pfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
+	})
 	if err != nil {
 		return staleIfGone(err)
 	}
