@@ -9,11 +9,15 @@
 //
 // # Containment
 //
-// Every node below an entry holds an O_PATH descriptor of its own host inode
-// (the libfuse passthrough_hp / virtiofsd design). A lookup is
-// openat(parent, name, O_PATH|O_NOFOLLOW); every other operation works on
-// that descriptor ("*at" calls with one name and no following, AT_EMPTY_PATH,
-// or a reopen of /proc/self/fd/N, which names the inode and not a path). The
+// Every directory below an entry holds an O_PATH descriptor of its own host
+// inode (the libfuse passthrough_hp / virtiofsd design); a file found by
+// lookup holds its identity (device, inode) and is pinned for each
+// operation by openat(parent, name, O_PATH|O_NOFOLLOW) and an identity
+// check (ESTALE on a mismatch). A lookup is fstatat(parent, name,
+// AT_SYMLINK_NOFOLLOW), plus openat(..., O_PATH|O_NOFOLLOW|O_DIRECTORY) for
+// a directory; every other operation works on a pinned descriptor ("*at"
+// calls with one name and no following, AT_EMPTY_PATH, or a reopen of
+// /proc/self/fd/N, which names the inode and not a path). The
 // view therefore never follows a symlink on the host side: a host process
 // that swaps a directory of a root for a symlink to "/" makes lookups of that
 // name return the symlink, whose target the kernel then resolves inside the
@@ -62,13 +66,15 @@
 // view (the kernel notification would deadlock), and a View can be mounted
 // once.
 //
-// Each node holds one O_PATH descriptor while the kernel remembers it; the
+// Each directory node (and each entry, and each file the view created)
+// holds one O_PATH descriptor while the kernel remembers it; the
 // descriptor is closed by a runtime cleanup once go-fuse has forgotten the
 // node, so a descriptor number is never closed (and reused) under a node
-// that an operation could still reach.
+// that an operation could still reach. Files found by lookup hold none, so
+// the daemon needs a descriptor per cached directory, not per cached file.
 //
 // When the daemon runs out of descriptors (EMFILE, ENFILE) during a lookup,
-// open or opendir, it asks the kernel to forget the inodes nobody uses
+// pin, open or opendir, it asks the kernel to forget the inodes nobody uses
 // (FUSE_NOTIFY_PRUNE, Linux 6.16+; sent from its own goroutine, never from
 // the handler), lets the runtime close their descriptors and retries, so a
 // walk over more files than RLIMIT_NOFILE completes, at the cost of the
@@ -86,18 +92,25 @@
 //
 // # Caching
 //
-// The kernel may cache names, attributes and negative lookups for
-// [Options].CacheTimeout (default [DefaultCacheTimeout], 1s). Changes made
-// through the view are seen at once (the kernel updates its own caches);
-// swaps invalidate explicitly; changes made on the host by other processes
-// become visible within the timeout. Directory listings are cached
-// (FOPEN_CACHE_DIR) and revalidated by the directory's mtime when its
-// attributes expire; file pages are kept across opens (FOPEN_KEEP_CACHE) and
-// dropped when the kernel sees the size or mtime change. Close does not
-// round-trip (FOPEN_NOFLUSH, and under the writeback cache FLUSH answers
-// ENOSYS once, after which the kernel stops sending it). A long timeout is
-// safe for a tree that only the view changes; nested roots see each other's
-// changes only when the timeout expires.
+// Where the daemon may use fanotify filesystem marks (root in the initial
+// user namespace; see hostwatch_linux.go), a host watcher reports every
+// change made on the roots' file systems by other processes, and the view
+// sends exactly the invalidations they need. The kernel then caches names,
+// attributes, negative lookups, directory listings (FOPEN_CACHE_DIR) and
+// file pages (FOPEN_KEEP_CACHE) for an hour: a warm walk, stat or git
+// status sends no request at all, and a host edit still shows at once
+// (about 0.1-3 ms here). Changes made through the view are seen at once
+// (the kernel updates its own caches; the watcher updates the other nodes
+// of the same host inode, such as nested roots); swaps invalidate
+// explicitly. What the watcher cannot cover (no permission, a file system
+// without file handles or fsid) is cached for [Options].CacheTimeout
+// (default [DefaultCacheTimeout], 1s), per reply; [Options].NoHostWatch
+// turns the watcher off. The watcher's limits: a change to a file with
+// several hard links is seen through the names the view has looked up; a
+// lookup answered while a host change was being processed is cached for
+// the short timeout only. Close does not round-trip (FOPEN_NOFLUSH, and
+// under the writeback cache FLUSH answers ENOSYS once, after which the
+// kernel stops sending it).
 //
 // Writes are cached by the kernel (FUSE writeback cache) unless
 // [Options].WriteThrough or Passthrough is set: write(2) fills the page
@@ -110,9 +123,13 @@
 //     cache, not to the caller), and O_APPEND is done by the kernel at its
 //     idea of the end of file, so appends are not atomic against host
 //     processes appending to the same file.
-//   - While a file is open for writing through the view, the kernel trusts
-//     its own size and mtime: a host process's change to that file's size
-//     shows through the view after the last writer closes it.
+//   - The kernel trusts its own size and mtime of a cached regular file and
+//     ignores the daemon's. When a lookup finds that a host process changed
+//     them and nothing has the file open for writing through the view, the
+//     view answers with a renewed node (a new node id, so a new kernel
+//     inode with the host's size); files already open keep the old inode.
+//     While a file is open for writing through the view, a host process's
+//     change to its size shows after the last writer closes it.
 //   - Write-back errors (ENOSPC, EIO) are reported by fsync(2) and close(2),
 //     not by the write(2) that cached the data.
 //   - Revocation stays strict: Swap first writes back what the kernel holds
@@ -123,11 +140,10 @@
 //     written to the host.
 //
 // Decisions measured on the 2-core VM (issue 6), kept or not:
-//   - Entry, attribute and negative timeouts stay at 1s: every name whose
-//     cache expired costs one LOOKUP round trip (50-250 us here), which is
-//     what a warm stat walk or git status pays, but a longer default would
-//     hide host edits (the person's editor) for longer. Pass a longer
-//     CacheTimeout for trees only the view changes.
+//   - Entry, attribute and negative timeouts are an hour where the host
+//     watcher runs (see above), and 1s elsewhere: every name whose cache
+//     expired costs one LOOKUP round trip (50-250 us here), which is what a
+//     warm stat walk or git status paid when 1s was the only timeout.
 //   - READDIRPLUS stays on: the go-fuse Lookup per entry costs the daemon an
 //     openat and an fstat (about 3 us) and spares the stat that follows each
 //     entry a round trip. With FOPEN_CACHE_DIR a warm listing sends no
