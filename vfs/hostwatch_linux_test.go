@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostChange is one change made on the host (make) and how the view shows
@@ -311,5 +314,42 @@ func TestViewRenamedOnHostIsStale(t *testing.T) {
 	}
 	if err := syscall.Lstat(filepath.Join(r, "f"), &st); err != nil || st.Mode&0o777 != 0o600 {
 		t.Errorf("the file now under the name: mode %o, %v; want 600", st.Mode&0o777, err)
+	}
+}
+
+// TestViewUnsupportedXattrs: POSIX ACLs and SELinux labels are reported as
+// unsupported (the view enforces neither), even where the host file has
+// them, and are left out of listxattr; other attributes pass.
+func TestViewUnsupportedXattrs(t *testing.T) {
+	h := hostTree(t)
+	r := mkdir(t, filepath.Join(h, "r"))
+	f := write(t, filepath.Join(r, "f"), "x")
+	if err := unix.Setxattr(f, "user.k", []byte("v"), 0); err != nil {
+		t.Skipf("host file system without user xattrs: %v", err)
+	}
+	// A minimal access ACL (u::rw-,g::r--,o::r--) as setfacl writes it.
+	acl := []byte{2, 0, 0, 0, 1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff, 4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff, 0x20, 0, 4, 0, 0xff, 0xff, 0xff, 0xff}
+	hasACL := unix.Setxattr(f, "system.posix_acl_access", acl, 0) == nil
+	s := serve(t, serveConfig{Roots: []string{r}})
+	p := filepath.Join(s.Mnt, "r", "f")
+	buf := make([]byte, 256)
+	for _, name := range []string{"system.posix_acl_access", "system.posix_acl_default", "security.selinux"} {
+		if _, err := unix.Lgetxattr(p, name, buf); !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Errorf("getxattr %s: %v, want EOPNOTSUPP", name, err)
+		}
+	}
+	if n, err := unix.Lgetxattr(p, "user.k", buf); err != nil || string(buf[:n]) != "v" {
+		t.Errorf("getxattr user.k = %q, %v", buf[:n], err)
+	}
+	n, err := unix.Llistxattr(p, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := string(buf[:n])
+	if !strings.Contains(list, "user.k\x00") || strings.Contains(list, "posix_acl") {
+		t.Errorf("listxattr = %q (host has an ACL: %v)", list, hasACL)
+	}
+	if size, err := unix.Llistxattr(p, nil); err != nil || size != n {
+		t.Errorf("listxattr size = %d, %v; want %d", size, err, n)
 	}
 }

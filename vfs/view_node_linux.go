@@ -929,6 +929,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if n.kind == syscall.S_IFLNK {
 		return 0, syscall.ENODATA
 	}
+	if unsupportedXattr(attr) {
+		return 0, syscall.EOPNOTSUPP
+	}
 	fd, err := n.pin()
 	if err != nil {
 		return 0, n.errno("getxattr", err)
@@ -936,6 +939,46 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	defer n.unpin(fd)
 	sz, err := unix.Getxattr(procPath(fd), attr, dest)
 	return uint32(max(sz, 0)), n.errno("getxattr", err)
+}
+
+// unsupportedXattr names the attributes the view does not support, and so
+// answers EOPNOTSUPP for, as a file system without them would:
+//   - POSIX ACLs: the kernel checks only mode bits on the view (the daemon
+//     does not negotiate FUSE_POSIX_ACL) and the view refuses to set them,
+//     so showing a host ACL would claim a protection that is not applied;
+//   - SELinux labels: where SELinux runs, the kernel labels the FUSE mount
+//     itself and never asks the daemon; elsewhere a host label means
+//     nothing inside the sandbox.
+//
+// It is also what makes "ls -l" cheap: ls and libacl remember a file
+// system that answered EOPNOTSUPP and stop asking, where ENODATA costs two
+// GETXATTR round trips per file listed.
+func unsupportedXattr(attr string) bool {
+	switch attr {
+	case "system.posix_acl_access", "system.posix_acl_default", "security.selinux":
+		return true
+	}
+	return false
+}
+
+// filterXattrs drops the unsupported names from a NUL-separated list.
+func filterXattrs(list []byte) []byte {
+	out := list[:0]
+	for len(list) > 0 {
+		i := 0
+		for i < len(list) && list[i] != 0 {
+			i++
+		}
+		name := list[:i]
+		if i < len(list) {
+			i++ // the NUL
+		}
+		if !unsupportedXattr(string(name)) {
+			out = append(out, list[:i]...)
+		}
+		list = list[i:]
+	}
+	return out
 }
 
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
@@ -950,8 +993,30 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 		return 0, n.errno("listxattr", err)
 	}
 	defer n.unpin(fd)
-	sz, err := unix.Listxattr(procPath(fd), dest)
-	return uint32(max(sz, 0)), n.errno("listxattr", err)
+	var list []byte
+	for {
+		sz, err := unix.Listxattr(procPath(fd), nil)
+		if err != nil {
+			return 0, n.errno("listxattr", err)
+		}
+		list = make([]byte, sz)
+		sz, err = unix.Listxattr(procPath(fd), list)
+		if errors.Is(err, syscall.ERANGE) {
+			continue // grew in between
+		}
+		if err != nil {
+			return 0, n.errno("listxattr", err)
+		}
+		list = filterXattrs(list[:sz])
+		break
+	}
+	switch {
+	case len(dest) == 0:
+		return uint32(len(list)), 0
+	case len(dest) < len(list):
+		return uint32(len(list)), syscall.ERANGE
+	}
+	return uint32(copy(dest, list)), 0
 }
 
 // userXattr: only the "user." namespace may be changed through the view; a
