@@ -227,10 +227,36 @@ func (h *fileHandle) setLock(lk *fuse.FileLock, flags uint32, wait bool) syscall
 }
 
 // dirHandle is an open directory: a getdents stream on a descriptor opened
-// through the node's O_PATH descriptor.
+// through the node's O_PATH descriptor, at the first read. A listing the
+// kernel has cached (FOPEN_CACHE_DIR) sends OPENDIR and RELEASEDIR but no
+// READDIR, so opening lazily spares each of those round trips an openat,
+// a buffer and a close.
 type dirHandle struct {
 	n  *node
-	ds fs.DirStream
+	mu sync.Mutex
+	ds fs.DirStream // nil until stream
+}
+
+func (d *dirHandle) stream() (fs.DirStream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.n.live(); err != nil {
+		return nil, err
+	}
+	if d.ds != nil {
+		return d.ds, nil
+	}
+	fd, err := d.n.v.withFDs(func() (int, error) { return openat(d.n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0) })
+	if err != nil {
+		return nil, err
+	}
+	ds, errno := fs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 {
+		unix.Close(fd)
+		return nil, errno
+	}
+	d.ds = ds
+	return ds, nil
 }
 
 var (
@@ -241,26 +267,33 @@ var (
 )
 
 func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if err := d.n.live(); err != nil {
+	ds, err := d.stream()
+	if err != nil {
 		return nil, d.n.errno("readdir", err)
 	}
-	return d.ds.(fs.FileReaddirenter).Readdirent(ctx)
+	return ds.(fs.FileReaddirenter).Readdirent(ctx)
 }
 
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if err := d.n.live(); err != nil {
+	ds, err := d.stream()
+	if err != nil {
 		return d.n.errno("seekdir", err)
 	}
-	return d.ds.(fs.FileSeekdirer).Seekdir(ctx, off)
+	return ds.(fs.FileSeekdirer).Seekdir(ctx, off)
 }
 
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
-	d.ds.(fs.FileReleasedirer).Releasedir(ctx, flags)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ds != nil {
+		d.ds.(fs.FileReleasedirer).Releasedir(ctx, flags)
+	}
 }
 
 func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
-	if err := d.n.live(); err != nil {
+	ds, err := d.stream()
+	if err != nil {
 		return d.n.errno("fsyncdir", err)
 	}
-	return d.ds.(fs.FileFsyncdirer).Fsyncdir(ctx, flags)
+	return ds.(fs.FileFsyncdirer).Fsyncdir(ctx, flags)
 }

@@ -889,16 +889,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	if err := n.live(); err != nil {
 		return nil, 0, n.errno("opendir", err)
 	}
-	fd, err := n.v.withFDs(func() (int, error) { return openat(n.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0) })
-	if err != nil {
-		return nil, 0, n.errno("opendir", err)
-	}
-	ds, errno := fs.NewLoopbackDirStreamFd(fd)
-	if errno != 0 {
-		unix.Close(fd)
-		return nil, 0, errno
-	}
-	return &dirHandle{n: n, ds: ds}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	return &dirHandle{n: n}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
