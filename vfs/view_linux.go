@@ -117,6 +117,9 @@ func NewView(opts Options) *View {
 		if err != nil {
 			v.log.Debug("host changes are not watched (fanotify); the kernel caches names and attributes for the short timeout",
 				zap.Duration("timeout", opts.cacheTimeout()), zap.Error(err))
+		} else {
+			v.log.Debug("host changes are watched (fanotify); the kernel caches what the watcher covers for long",
+				zap.Duration("timeout", max(opts.cacheTimeout(), watchedCacheTimeout)))
 		}
 		v.watch = w
 	}
