@@ -353,3 +353,39 @@ func TestViewUnsupportedXattrs(t *testing.T) {
 		t.Errorf("listxattr size = %d, %v; want %d", size, err, n)
 	}
 }
+
+// TestViewUnlinkedOpenFile: a file unlinked while open keeps working
+// through its descriptor (fstat, fchmod, ftruncate, write, read), although
+// the node no longer has a name to pin it by.
+func TestViewUnlinkedOpenFile(t *testing.T) {
+	h := hostTree(t)
+	r := mkdir(t, filepath.Join(h, "r"))
+	write(t, filepath.Join(r, "f"), "data")
+	s := serve(t, serveConfig{Roots: []string{r}})
+	p := filepath.Join(s.Mnt, "r", "f")
+	readFile(t, p) // looked up: a node without a descriptor of its own
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		t.Errorf("fchmod of an unlinked open file: %v", err)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("fstat: %v, %v", fi, err)
+	}
+	if err := f.Truncate(2); err != nil {
+		t.Errorf("ftruncate: %v", err)
+	}
+	if _, err := f.WriteAt([]byte("XY"), 2); err != nil {
+		t.Errorf("write: %v", err)
+	}
+	b := make([]byte, 8)
+	if n, err := f.ReadAt(b, 0); string(b[:n]) != "daXY" {
+		t.Errorf("read = %q, %v", b[:n], err)
+	}
+}

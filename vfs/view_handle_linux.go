@@ -35,6 +35,12 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 	if h.writable {
 		n.writers.Add(1)
 	}
+	n.hmu.Lock()
+	if n.handles == nil {
+		n.handles = map[*fileHandle]struct{}{}
+	}
+	n.handles[h] = struct{}{}
+	n.hmu.Unlock()
 	return h
 }
 
@@ -138,6 +144,9 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 			h.n.seen(&st)
 		}
 	}
+	h.n.hmu.Lock()
+	delete(h.n.handles, h)
+	h.n.hmu.Unlock()
 	return h.errno("release", syscall.Close(h.fd))
 }
 

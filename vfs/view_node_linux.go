@@ -7,6 +7,7 @@ import (
 	"errors"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -50,6 +51,12 @@ type node struct {
 	// last told to the kernel, and the handles open for writing.
 	seenSize, seenMtime atomic.Int64
 	writers             atomic.Int32
+
+	// handles are the open handles, for pinning a node that has lost its
+	// name (unlinked while open). A handle leaves the set before its
+	// descriptor is closed, under hmu.
+	hmu     sync.Mutex
+	handles map[*fileHandle]struct{}
 }
 
 func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {
@@ -113,10 +120,16 @@ func (n *node) pin() (int, error) {
 	}
 	name, pfd, err := n.parentFD()
 	if err != nil {
+		if fd, ok := n.pinOpen(); ok {
+			return fd, nil
+		}
 		return -1, err
 	}
 	fd, err := n.v.withFDs(func() (int, error) { return openat(pfd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
 	if err != nil {
+		if fd, ok := n.pinOpen(); ok {
+			return fd, nil // unlinked or renamed, but still open
+		}
 		return -1, staleIfGone(err)
 	}
 	var st syscall.Stat_t
@@ -126,9 +139,24 @@ func (n *node) pin() (int, error) {
 	}
 	if !n.same(&st) {
 		unix.Close(fd)
+		if fd, ok := n.pinOpen(); ok {
+			return fd, nil
+		}
 		return -1, syscall.ESTALE
 	}
 	return fd, nil
+}
+
+// pinOpen pins n through one of its open handles, when it has one: the
+// inode an open descriptor refers to, named by /proc/self/fd/N.
+func (n *node) pinOpen() (int, bool) {
+	n.hmu.Lock()
+	defer n.hmu.Unlock()
+	for h := range n.handles {
+		fd, err := openat(unix.AT_FDCWD, procPath(h.fd), unix.O_PATH, 0)
+		return fd, err == nil
+	}
+	return -1, false
 }
 
 // unpin releases what pin returned.
@@ -360,17 +388,21 @@ func (n *node) stat(f fs.FileHandle, st *syscall.Stat_t) error {
 		return syscall.Fstat(n.fd, st)
 	}
 	name, pfd, err := n.parentFD()
-	if err != nil {
-		return err
+	if err == nil {
+		err = retryEINTR(func() error {
+			return unix.Fstatat(pfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
+		})
+		if err == nil && !n.same(st) {
+			err = syscall.ESTALE
+		}
 	}
-	err = retryEINTR(func() error {
-		return unix.Fstatat(pfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
-	})
 	if err != nil {
-		return staleIfGone(err)
-	}
-	if !n.same(st) {
-		return syscall.ESTALE
+		fd, ok := n.pinOpen() // unlinked or renamed, but still open
+		if !ok {
+			return staleIfGone(err)
+		}
+		defer unix.Close(fd)
+		return syscall.Fstat(fd, st)
 	}
 	return nil
 }
@@ -406,12 +438,16 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 	if err := n.mutable(); err != nil {
 		return err
 	}
+	fh, _ := f.(*fileHandle)
+	if fh != nil && in.Valid&^(fuse.FATTR_FH|fuse.FATTR_SIZE|fuse.FATTR_KILL_SUIDGID|fuse.FATTR_LOCKOWNER) == 0 {
+		// ftruncate: the handle is all it needs.
+		return n.truncate(fh, in)
+	}
 	fd, err := n.pin()
 	if err != nil {
 		return err
 	}
 	defer n.unpin(fd)
-	fh, _ := f.(*fileHandle)
 	if mode, ok := in.GetMode(); ok {
 		if n.kind == syscall.S_IFLNK {
 			return syscall.EOPNOTSUPP
@@ -434,33 +470,9 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 			return err
 		}
 	}
-	if size, ok := in.GetSize(); ok {
-		switch n.kind {
-		case syscall.S_IFDIR:
-			return syscall.EISDIR
-		case syscall.S_IFREG:
-		default:
-			return syscall.EINVAL
-		}
-		if fh != nil && fh.writable {
-			if err := syscall.Ftruncate(fh.fd, int64(size)); err != nil {
-				return err
-			}
-		} else {
-			wfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_WRONLY, 0)
-			if err != nil {
-				return err
-			}
-			err = syscall.Ftruncate(wfd, int64(size))
-			unix.Close(wfd)
-			if err != nil {
-				return err
-			}
-		}
-		if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
-			if err := killPriv(fd); err != nil {
-				return err
-			}
+	if _, ok := in.GetSize(); ok {
+		if err := n.truncateAt(fd, fh, in); err != nil {
+			return err
 		}
 	}
 	mtime, mok := in.GetMTime()
@@ -476,6 +488,56 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 		if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// truncate sets the size through the handle alone.
+func (n *node) truncate(fh *fileHandle, in *fuse.SetAttrIn) error {
+	if _, ok := in.GetSize(); !ok {
+		return nil
+	}
+	if !fh.writable {
+		fd, err := n.pin()
+		if err != nil {
+			return err
+		}
+		defer n.unpin(fd)
+		return n.truncateAt(fd, fh, in)
+	}
+	return n.truncateAt(-1, fh, in)
+}
+
+// truncateAt sets the size through a writable handle, or else through a
+// descriptor reopened for writing from fd (pinned).
+func (n *node) truncateAt(fd int, fh *fileHandle, in *fuse.SetAttrIn) error {
+	size, _ := in.GetSize()
+	switch n.kind {
+	case syscall.S_IFDIR:
+		return syscall.EISDIR
+	case syscall.S_IFREG:
+	default:
+		return syscall.EINVAL
+	}
+	kfd := fd
+	if fh != nil && fh.writable {
+		if err := syscall.Ftruncate(fh.fd, int64(size)); err != nil {
+			return err
+		}
+		kfd = fh.fd
+	} else {
+		wfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = syscall.Ftruncate(wfd, int64(size))
+		unix.Close(wfd)
+		if err != nil {
+			return err
+		}
+	}
+	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
+		return killPriv(kfd)
 	}
 	return nil
 }
