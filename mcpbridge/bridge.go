@@ -166,7 +166,8 @@ type Bridge struct {
 
 	// mu guards the fields that follow. Lock order: mu, then a peerWriter's mu.
 	mu sync.Mutex
-	// pending are the client's requests forwarded to the server and not yet answered, by idKey.
+	// pending are the client's requests forwarded to the server and not yet answered, by idKey;
+	// the value is the id for a string id, nil for an integer one (see pendingID).
 	pending map[string]json.RawMessage
 	// clientRoots: the client's initialize declared an object "roots" capability.
 	clientRoots, clientListChanged bool
@@ -335,7 +336,7 @@ func (b *Bridge) failPending() {
 	b.mu.Lock()
 	ids := make([]json.RawMessage, 0, len(b.pending))
 	for k, id := range b.pending {
-		ids = append(ids, id)
+		ids = append(ids, pendingID(k, id))
 		delete(b.pending, k)
 	}
 	b.mu.Unlock()

@@ -385,6 +385,34 @@ func decodeName(raw []byte) ([]byte, error) {
 	return []byte(s), err
 }
 
+// isVersion20 reports whether the JSON token v is a string that decodes to "2.0" (spelled with
+// escapes; the plain spelling is checked first).
+func isVersion20(v []byte) bool {
+	s, err := decodeString(v)
+	return err == nil && v[0] == '"' && s == "2.0"
+}
+
+// knownMethods are returned without allocating by decodeMethod.
+var knownMethods = []string{
+	methodInitialize, methodInitialized, methodRootsList, methodRootsChanged, methodCancelled, methodDiscover,
+	"ping", "tools/call", "tools/list", "resources/read", "resources/list", "resources/templates/list",
+	"prompts/get", "prompts/list", "completion/complete", "logging/setLevel",
+	"notifications/progress", "notifications/message",
+}
+
+// decodeMethod decodes a method name (a JSON string token), sharing the string of a common one.
+func decodeMethod(raw []byte) (string, error) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		name := raw[1 : len(raw)-1]
+		for _, m := range knownMethods {
+			if string(name) == m {
+				return m, nil
+			}
+		}
+	}
+	return decodeString(raw)
+}
+
 // decodeString decodes a JSON string token.
 func decodeString(raw []byte) (string, error) {
 	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
@@ -404,18 +432,30 @@ const (
 )
 
 // envelope is what rootfs decodes of a message to route it. Everything else stays raw bytes.
+// Its slices point into the message; routers keep it on the stack and copy what they retain.
 type envelope struct {
-	raw     []byte // the message exactly as received (no newline)
-	kind    kind
-	id      json.RawMessage // nil when absent; never "null" for requests
-	idKey   string          // canonical form of id for maps ("s:"+string, "n:"+number)
-	idStr   string          // decoded id when it is a string
-	method  string
-	params  json.RawMessage
-	result  json.RawMessage
-	errRaw  json.RawMessage
-	members []member
-	msBuf   [6]member // members' storage for most messages (jsonrpc, id, method, params, _meta...)
+	raw    []byte // the message exactly as received (no newline)
+	kind   kind
+	id     json.RawMessage // nil when absent; never "null" for requests
+	idStr  string          // decoded id when it is a string
+	method string
+	params json.RawMessage
+	result json.RawMessage
+	errRaw json.RawMessage
+}
+
+// appendKey appends the canonical form of the id for maps ("s:"+string, "n:"+number) to dst.
+func (e *envelope) appendKey(dst []byte) []byte {
+	if len(e.id) > 0 && e.id[0] == '"' {
+		return append(append(dst, "s:"...), e.idStr...)
+	}
+	return append(append(dst, "n:"...), e.id...)
+}
+
+// idKey returns the canonical form of the id for maps (see appendKey).
+func (e *envelope) idKey() string {
+	var kb [48]byte
+	return string(e.appendKey(kb[:0]))
 }
 
 // errInvalid wraps reasons a syntactically valid JSON value is not a JSON-RPC 2.0 message.
@@ -430,7 +470,11 @@ func parseMessage(b []byte) (*envelope, error) {
 	if !json.Valid(b) {
 		return nil, fmt.Errorf("%w: %v", errParse, syntaxError(b))
 	}
-	return parseValid(b)
+	e := new(envelope)
+	if err := parseValid(b, e); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 func syntaxError(b []byte) error {
@@ -442,90 +486,88 @@ func syntaxError(b []byte) error {
 	return errors.New("trailing data after the message")
 }
 
-// parseValid is parseMessage for b already known to be valid JSON.
-func parseValid(b []byte) (*envelope, error) {
-	e := &envelope{raw: b}
-	ms, err := members(b, e.msBuf[:0])
+// parseValid is parseMessage for b already known to be valid JSON; it fills *e.
+func parseValid(b []byte, e *envelope) error {
+	*e = envelope{raw: b}
+	var buf [6]member // enough for most messages (jsonrpc, id, method, params, ...)
+	ms, err := members(b, buf[:0])
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errInvalid, err)
+		return fmt.Errorf("%w: %v", errInvalid, err)
 	}
-	e.members = ms
 	var hasMethod, hasResult, hasError, hasVersion bool
 	for _, m := range ms {
 		v := b[m.valStart:m.valEnd]
 		switch string(m.key) {
 		case "jsonrpc":
-			s, err := decodeString(v)
-			if err != nil || v[0] != '"' || s != "2.0" {
-				return nil, fmt.Errorf("%w: jsonrpc must be \"2.0\"", errInvalid)
+			if string(v) != `"2.0"` && !isVersion20(v) {
+				return fmt.Errorf("%w: jsonrpc must be \"2.0\"", errInvalid)
 			}
 			hasVersion = true
 		case "id":
 			e.id = v
 		case "method":
 			if v[0] != '"' {
-				return nil, fmt.Errorf("%w: method must be a string", errInvalid)
+				return fmt.Errorf("%w: method must be a string", errInvalid)
 			}
-			s, err := decodeString(v)
+			s, err := decodeMethod(v)
 			if err != nil {
-				return nil, fmt.Errorf("%w: method: %v", errInvalid, err)
+				return fmt.Errorf("%w: method: %v", errInvalid, err)
 			}
 			e.method, hasMethod = s, true
 		case "params":
 			if v[0] != '{' && v[0] != '[' {
-				return nil, fmt.Errorf("%w: params must be an object or array", errInvalid)
+				return fmt.Errorf("%w: params must be an object or array", errInvalid)
 			}
 			e.params = v
 		case "result":
 			e.result, hasResult = v, true
 		case "error":
 			if v[0] != '{' {
-				return nil, fmt.Errorf("%w: error must be an object", errInvalid)
+				return fmt.Errorf("%w: error must be an object", errInvalid)
 			}
 			e.errRaw, hasError = v, true
 		}
 	}
 	if !hasVersion {
-		return nil, fmt.Errorf("%w: missing \"jsonrpc\":\"2.0\"", errInvalid)
+		return fmt.Errorf("%w: missing \"jsonrpc\":\"2.0\"", errInvalid)
 	}
 	if e.id != nil {
 		switch c := e.id[0]; {
 		case c == '"':
 			s, err := decodeString(e.id)
 			if err != nil {
-				return nil, fmt.Errorf("%w: id: %v", errInvalid, err)
+				return fmt.Errorf("%w: id: %v", errInvalid, err)
 			}
-			e.idStr, e.idKey = s, "s:"+s
+			e.idStr = s
 		case c == '-' || (c >= '0' && c <= '9'):
 			if !isInteger(e.id) {
-				return nil, fmt.Errorf("%w: id must be a string or an integer", errInvalid)
+				return fmt.Errorf("%w: id must be a string or an integer", errInvalid)
 			}
 			if !safeInteger(e.id) {
-				return nil, fmt.Errorf("%w: integer id %s is beyond ±(2^53-1), which JSON peers (JavaScript, go-sdk) cannot represent exactly; use a smaller integer or a string", errInvalid, e.id)
+				return fmt.Errorf("%w: integer id %s is beyond ±(2^53-1), which JSON peers (JavaScript, go-sdk) cannot represent exactly; use a smaller integer or a string", errInvalid, e.id)
 			}
-			e.idKey = "n:" + string(e.id)
 		case c == 'n' && !hasMethod && hasError:
 			// An error response with "id": null (a reply to a message its sender could not parse).
 			e.id = nil
 		default:
-			return nil, fmt.Errorf("%w: id must be a string or an integer", errInvalid)
+			return fmt.Errorf("%w: id must be a string or an integer", errInvalid)
 		}
 	}
 	switch {
 	case hasMethod && (hasResult || hasError):
-		return nil, fmt.Errorf("%w: both method and result/error", errInvalid)
+		return fmt.Errorf("%w: both method and result/error", errInvalid)
 	case hasMethod && e.id != nil:
 		e.kind = kindRequest
 	case hasMethod:
 		e.kind = kindNotification
 	case hasResult && hasError:
-		return nil, fmt.Errorf("%w: both result and error", errInvalid)
+		return fmt.Errorf("%w: both result and error", errInvalid)
 	case hasResult || hasError:
 		e.kind = kindResponse
 	default:
-		return nil, fmt.Errorf("%w: neither method nor result/error", errInvalid)
+		return fmt.Errorf("%w: neither method nor result/error", errInvalid)
 	}
-	return e, nil
+	return nil
 }
 
 // safeInteger reports whether an integer token is within ±(2^53-1). A larger id would reach a

@@ -241,18 +241,18 @@ func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
 // serverRootsList answers the server's roots/list from the current table, or waits (at most
 // RootsTimeout) for the first roots.
 func (b *Bridge) serverRootsList(e *envelope) {
+	key := e.idKey()
 	b.mu.Lock()
 	if !b.rootsKnown {
-		if old := b.waiters[e.idKey]; old != nil {
+		if old := b.waiters[key]; old != nil {
 			old.timer.Stop()
 		}
-		key := e.idKey
 		b.waiters[key] = &waiter{id: append(json.RawMessage(nil), e.id...), timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.waiterTimedOut(key) })}
 		b.mu.Unlock()
 		return
 	}
 	b.mu.Unlock()
-	b.answerRoots(e.id, e.idKey)
+	b.answerRoots(e.id, key)
 }
 
 func (b *Bridge) waiterTimedOut(key string) {

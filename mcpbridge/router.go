@@ -150,8 +150,8 @@ func (b *Bridge) routeClient(el []byte) route {
 	if el[0] != '{' {
 		return route{reply: errorReply(nil, codeInvalidRequest, "invalid request: a message must be a JSON object")}
 	}
-	e, err := parseValid(el)
-	if err != nil {
+	var e envelope // on the stack: what is retained is copied
+	if err := parseValid(el, &e); err != nil {
 		b.log.Warn("client sent an invalid message", zap.Error(err), zap.String("line", lineSnippet(el)))
 		return route{reply: errorReply(nil, codeInvalidRequest, err.Error())}
 	}
@@ -165,8 +165,8 @@ func (b *Bridge) routeClient(el []byte) route {
 			// Force the legacy era (initialize) until modern-era bridging exists.
 			return route{reply: errorReply(e.id, codeMethodNotFound, "method not found: server/discover (rootfs speaks the initialize handshake)")}
 		case methodInitialize:
-			fwd := b.editInitialize(e)
-			b.addPending(e)
+			fwd := b.editInitialize(&e)
+			b.addPending(&e)
 			return route{fwd: fwd}
 		}
 		if v, ok := modernVersion(e.params); ok {
@@ -176,7 +176,7 @@ func (b *Bridge) routeClient(el []byte) route {
 			b.log.Warn("refused a modern-era request", zap.String("method", e.method), zap.String("version", v))
 			return route{reply: unsupportedVersionReply(e.id, v)}
 		}
-		b.addPending(e)
+		b.addPending(&e)
 		return route{fwd: el}
 	case kindNotification:
 		switch e.method {
@@ -202,7 +202,9 @@ func (b *Bridge) routeClient(el []byte) route {
 			return route{}
 		}
 		if b.ours(e.idStr) {
-			return route{after: func() { b.handleFetchReply(e) }}
+			fe := new(envelope)
+			*fe = e
+			return route{after: func() { b.handleFetchReply(fe) }}
 		}
 		return route{fwd: el}
 	}
@@ -253,16 +255,32 @@ func (b *Bridge) ours(idStr string) bool {
 	return len(idStr) >= len(b.prefix) && idStr[:len(b.prefix)] == b.prefix
 }
 
+// addPending records a request forwarded to the server. An integer id is kept only in its key
+// (see pendingID); a string id is copied (e.id points into the line buffer).
 func (b *Bridge) addPending(e *envelope) {
+	var id json.RawMessage
+	if e.id[0] == '"' {
+		id = append(json.RawMessage(nil), e.id...)
+	}
+	key := e.idKey()
 	b.mu.Lock()
-	b.pending[e.idKey] = append(json.RawMessage(nil), e.id...) // e.id points into the line buffer
+	b.pending[key] = id
 	b.mu.Unlock()
+}
+
+// pendingID returns the id of a pending entry.
+func pendingID(key string, id json.RawMessage) json.RawMessage {
+	if id == nil {
+		return json.RawMessage(key[len("n:"):])
+	}
+	return id
 }
 
 // editInitialize returns the initialize message with params.capabilities.roots set to
 // {"listChanged":true}, every other byte unchanged, and notes what the client declared.
 func (b *Bridge) editInitialize(e *envelope) []byte {
-	pm := find(e.members, "params")
+	ms, _ := members(e.raw, nil) // parseValid accepted them
+	pm := find(ms, "params")
 	if pm == nil || e.raw[pm.valStart] != '{' {
 		b.log.Warn("initialize without params object; forwarded unchanged")
 		return e.raw
@@ -346,15 +364,15 @@ func (b *Bridge) routeServer(el []byte) route {
 		b.log.Warn("dropped a message from the server that is not an object", zap.String("line", lineSnippet(el)))
 		return route{}
 	}
-	e, err := parseValid(el)
-	if err != nil {
+	var e envelope // on the stack: what is retained is copied
+	if err := parseValid(el, &e); err != nil {
 		b.log.Warn("dropped an invalid message from the server", zap.Error(err), zap.String("line", lineSnippet(el)))
 		return route{}
 	}
 	switch e.kind {
 	case kindRequest:
 		if e.method == methodRootsList {
-			b.serverRootsList(e)
+			b.serverRootsList(&e)
 			return route{}
 		}
 		return route{fwd: el}
@@ -370,9 +388,11 @@ func (b *Bridge) routeServer(el []byte) route {
 			b.log.Warn("dropped an error reply with a null id from the server", zap.String("line", lineSnippet(el)))
 			return route{}
 		}
+		var kb [48]byte
+		key := e.appendKey(kb[:0]) // string(key) in a map index does not allocate
 		b.mu.Lock()
-		_, ok := b.pending[e.idKey]
-		delete(b.pending, e.idKey)
+		_, ok := b.pending[string(key)]
+		delete(b.pending, string(key))
 		b.mu.Unlock()
 		if !ok {
 			b.log.Warn("dropped a reply from the server to no pending request", zap.String("id", string(e.id)))
