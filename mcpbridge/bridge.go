@@ -66,6 +66,9 @@
 // rootfs's reading of the client, so a client EOF is noticed only once the write completes); the
 // caller's SIGTERM handling cancels Run's context, which closes the server's stdin regardless.
 // Run waits for a handler in progress before it returns, so nothing calls the View afterwards.
+// A forward to the server is part of the client loop's handler (Run closes the server's stdin
+// first, which ends a stuck write); the server loop forwards to the client after its handler,
+// since Run never closes the client's stdout.
 package mcpbridge
 
 import (
@@ -164,7 +167,8 @@ type Bridge struct {
 	// returns, so that no handler touches the View after Run returned.
 	hmu sync.RWMutex
 
-	// mu guards the fields that follow. Lock order: mu, then a peerWriter's mu.
+	// mu guards the fields that follow. Lock order: mu, then a peerWriter's mu; mu is never held
+	// across a write (a peerWriter's wmu).
 	mu sync.Mutex
 	// pending are the client's requests forwarded to the server and not yet answered, by idKey;
 	// the value is the id for a string id, nil for an integer one (see pendingID).
