@@ -42,7 +42,7 @@ type serveConfig struct {
 	Roots        []string
 	ReadOnly     bool
 	Passthrough  bool
-	WriteThrough bool
+	Writeback    bool
 	// NoFile lowers the server's RLIMIT_NOFILE; NoFDRelief turns off the
 	// descriptor relief (negative control of TestViewFDRelief).
 	NoFile       uint64
@@ -101,7 +101,7 @@ func serveMain(cfgJSON string) int {
 		opts = &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec}
 	} else {
 		log, _ := zap.NewDevelopment()
-		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, WriteThrough: cfg.WriteThrough, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log})
+		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log})
 		root = v.FUSERoot()
 		opts = v.MountOptions()
 	}

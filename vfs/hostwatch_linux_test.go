@@ -163,11 +163,16 @@ func hostChangeTree(t *testing.T) (h, r string) {
 // and a change made on the host by another process still shows through
 // the view at once. The control keeps the hour-long cache but drops the
 // watcher's events: every change stays hidden, so the cases can fail.
+//
+// The writeback run also covers renewal: under the writeback cache the
+// kernel ignores the daemon's size of a cached file, so a file grown on the
+// host is seen only through a renewed node (node.renewable).
 func TestViewHostChanges(t *testing.T) {
-	for _, control := range []bool{false, true} {
-		t.Run(map[bool]string{false: "watched", true: "control"}[control], func(t *testing.T) {
+	for _, mode := range []string{"watched", "watched-writeback", "control"} {
+		control := mode == "control"
+		t.Run(mode, func(t *testing.T) {
 			h, r := hostChangeTree(t)
-			s := serve(t, serveConfig{Roots: []string{r}, NoHostEvents: control})
+			s := serve(t, serveConfig{Roots: []string{r}, NoHostEvents: control, Writeback: mode == "watched-writeback"})
 			for _, c := range hostChanges() {
 				c.prime(t, s.Mnt)
 				c.prime(t, s.Mnt)
@@ -248,14 +253,21 @@ func TestViewNestedRootsAlias(t *testing.T) {
 
 // TestViewNoHostWatch: without the watcher the kernel caches for
 // CacheTimeout only, so a host change shows within it.
+//
+// Under the writeback cache this is renewal alone: the kernel ignores the
+// daemon's new size, so only a new node shows the grown file.
 func TestViewNoHostWatch(t *testing.T) {
-	h, r := hostChangeTree(t)
-	s := serve(t, serveConfig{Roots: []string{r}, NoHostWatch: true, CacheTimeout: 200 * time.Millisecond})
-	c := hostChanges()[0]
-	c.prime(t, s.Mnt)
-	c.make(t, h)
-	if ok, got, after := poll(c.seen, s.Mnt, false); !ok {
-		t.Errorf("not seen %v after the change with a 200ms cache: %s", after, got)
+	for _, wb := range []bool{false, true} {
+		t.Run(map[bool]string{false: "write-through", true: "writeback"}[wb], func(t *testing.T) {
+			h, r := hostChangeTree(t)
+			s := serve(t, serveConfig{Roots: []string{r}, NoHostWatch: true, CacheTimeout: 200 * time.Millisecond, Writeback: wb})
+			c := hostChanges()[0]
+			c.prime(t, s.Mnt)
+			c.make(t, h)
+			if ok, got, after := poll(c.seen, s.Mnt, false); !ok {
+				t.Errorf("not seen %v after the change with a 200ms cache: %s", after, got)
+			}
+		})
 	}
 }
 

@@ -43,13 +43,14 @@ type Options struct {
 	// and writing after their root is revoked, until closed. False (the
 	// default) keeps revocation strict.
 	Passthrough bool
-	// WriteThrough sends every write(2) to the daemon as it is made. By
-	// default (false) the kernel collects writes in its page cache and
-	// writes them back in large blocks (the FUSE writeback cache); see the
-	// package documentation (Caching) for what that changes. Passthrough
-	// implies write-through for the daemon: the kernel does not negotiate
-	// both.
-	WriteThrough bool
+	// Writeback lets the kernel collect writes in its page cache and write
+	// them back in large blocks (the FUSE writeback cache): small writes
+	// get much faster, but every close makes the next fstat(2) a round trip
+	// (the kernel forgets st_blocks), which is what reading many small
+	// files pays; see the package documentation (Caching). By default
+	// (false) every write(2) goes to the daemon as it is made. Passthrough
+	// excludes it: the kernel does not negotiate both.
+	Writeback bool
 	// CacheTimeout is how long the kernel may cache entries, attributes and
 	// failed lookups. Zero means DefaultCacheTimeout; negative means no
 	// caching. Swaps and changes made through the view are always seen at

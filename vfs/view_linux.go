@@ -155,8 +155,8 @@ func (v *View) Table() *Table { return v.cur.Load().table }
 func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
 
 // MountOptions returns go-fuse options suited to the view: caching per
-// Options.CacheTimeout, 1 MiB writes, the writeback cache (unless
-// Options.WriteThrough or Passthrough), CAP_HANDLE_KILLPRIV_V2, POSIX and flock
+// Options.CacheTimeout, 1 MiB writes, the writeback cache (with
+// Options.Writeback, not with Passthrough), CAP_HANDLE_KILLPRIV_V2, POSIX and flock
 // locks forwarded to the host, default_permissions (the kernel checks mode
 // bits against the caller, since the daemon acts as itself), passthrough
 // disabled unless Options.Passthrough. The caller may adjust the result
@@ -198,7 +198,7 @@ func (v *View) MountOptions() *fs.Options {
 // writeback reports whether the kernel may cache writes (never together
 // with passthrough: the kernel does not negotiate both).
 func (v *View) writeback() bool {
-	return !v.opts.WriteThrough && !v.opts.Passthrough
+	return v.opts.Writeback && !v.opts.Passthrough
 }
 
 type zapWriter struct{ l *zap.Logger }

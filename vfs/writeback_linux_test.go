@@ -9,22 +9,22 @@ import (
 	"testing"
 )
 
-// TestViewWriteback: under the default writeback cache, a write-only open
+// TestViewWriteback: under the writeback cache (Options.Writeback), a write-only open
 // that changes part of a page keeps the rest of the page (the daemon opened
 // it read-write for the kernel's page fill), O_APPEND appends, and a
 // write-through view behaves the same.
 func TestViewWriteback(t *testing.T) {
-	for _, wt := range []bool{false, true} {
-		name := "writeback"
-		if wt {
-			name = "write-through"
+	for _, wb := range []bool{true, false} {
+		name := "write-through"
+		if wb {
+			name = "writeback"
 		}
 		t.Run(name, func(t *testing.T) {
 			h := hostTree(t)
 			a := mkdir(t, filepath.Join(h, "a"))
 			write(t, filepath.Join(a, "f"), "0123456789")
 			write(t, filepath.Join(a, "log"), "one\n")
-			s := serve(t, serveConfig{Roots: []string{a}, WriteThrough: wt})
+			s := serve(t, serveConfig{Roots: []string{a}, Writeback: wb})
 
 			f, err := os.OpenFile(filepath.Join(s.Mnt, "a", "f"), os.O_WRONLY, 0)
 			if err != nil {
@@ -65,17 +65,17 @@ func TestViewWriteback(t *testing.T) {
 // caches writes. In write-through mode the first half holds trivially; the
 // writeback run is the one that fails if Swap skips its write-back pass.
 func TestViewWritebackRevoke(t *testing.T) {
-	for _, wt := range []bool{false, true} {
-		name := "writeback"
-		if wt {
-			name = "write-through"
+	for _, wb := range []bool{true, false} {
+		name := "write-through"
+		if wb {
+			name = "writeback"
 		}
 		t.Run(name, func(t *testing.T) {
 			h := hostTree(t)
 			a := mkdir(t, filepath.Join(h, "a"))
 			b := mkdir(t, filepath.Join(h, "b"))
 			write(t, filepath.Join(b, "f"), "")
-			s := serve(t, serveConfig{Roots: []string{a, b}, WriteThrough: wt})
+			s := serve(t, serveConfig{Roots: []string{a, b}, Writeback: wb})
 
 			f, err := os.OpenFile(filepath.Join(s.Mnt, "b", "f"), os.O_WRONLY, 0)
 			if err != nil {

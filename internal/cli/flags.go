@@ -84,7 +84,8 @@ func ParseRootsJSON(data []byte, source string) ([]vfs.Root, error) {
 // "mount".
 type ViewFlags struct {
 	Passthrough  bool
-	WriteThrough bool
+	Writeback    bool
+	WriteThrough bool // deprecated: the default
 	CacheTimeout time.Duration
 	NoHostWatch  bool
 }
@@ -92,7 +93,9 @@ type ViewFlags struct {
 // AddFlags registers the flags on f.
 func (o *ViewFlags) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.Passthrough, "passthrough", false, "let the kernel do file I/O directly (faster; a file opened before its root is removed keeps working until closed)")
-	f.BoolVar(&o.WriteThrough, "write-through", false, "send every write to the host at once instead of letting the kernel cache it (slower small writes; errors at write, not at close)")
+	f.BoolVar(&o.Writeback, "writeback", false, "let the kernel cache writes and write them back in large blocks (much faster small writes; errors at fsync/close, not at write; each close costs the next fstat a round trip)")
+	f.BoolVar(&o.WriteThrough, "write-through", false, "")
+	f.MarkDeprecated("write-through", "every write goes to the host at once by default now; --writeback caches them")
 	f.DurationVar(&o.CacheTimeout, "cache-timeout", vfs.DefaultCacheTimeout, "how long the kernel may cache names and attributes that the host watcher does not cover; host-side changes there show up within it (0s: no caching)")
 	f.BoolVar(&o.NoHostWatch, "no-host-watch", false, "do not watch the roots' file systems for host changes (fanotify, as root); everything is then cached for --cache-timeout only")
 }
@@ -103,7 +106,7 @@ func (o *ViewFlags) Options(readOnly bool, log *zap.Logger) vfs.Options {
 	if cache == 0 {
 		cache = -1 // 0s on the command line means no caching; vfs reads zero as the default
 	}
-	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, WriteThrough: o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch}
+	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch}
 }
 
 // parseFlags parses args with f, printing usage for --help.
