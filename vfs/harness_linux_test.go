@@ -38,11 +38,11 @@ import (
 )
 
 type serveConfig struct {
-	Mnt          string
-	Roots        []string
-	ReadOnly     bool
-	Passthrough  bool
-	Writeback    bool
+	Mnt         string
+	Roots       []string
+	ReadOnly    bool
+	Passthrough bool
+	Writeback   bool
 	// NoFile lowers the server's RLIMIT_NOFILE; NoFDRelief turns off the
 	// descriptor relief (negative control of TestViewFDRelief).
 	NoFile       uint64
