@@ -149,10 +149,14 @@
 //     watcher runs (see above), and 1s elsewhere: every name whose cache
 //     expired costs one LOOKUP round trip (50-250 us here), which is what a
 //     warm stat walk or git status paid when 1s was the only timeout.
-//   - READDIRPLUS stays on: the go-fuse Lookup per entry costs the daemon an
-//     openat and an fstat (about 3 us) and spares the stat that follows each
-//     entry a round trip. With FOPEN_CACHE_DIR a warm listing sends no
-//     READDIR at all.
+//   - READDIRPLUS stays on, in the kernel's adaptive mode
+//     (READDIRPLUS_AUTO): the first chunk of a listing comes with
+//     attributes, later chunks only when the caller looked at the entries.
+//     The go-fuse Lookup per entry costs the daemon an fstatat (an inode
+//     read from disk when cold) and spares the stat that follows each entry
+//     a round trip. A cold "ls -f" of 10k entries went from 145 ms to 20 ms
+//     (native 10 ms) with the adaptive mode; warm listings are cached
+//     (FOPEN_CACHE_DIR) and send no READDIR at all.
 //   - MaxReadAhead is left at the kernel's value (the daemon can only lower
 //     it); MaxBackground is 64; MaxWrite 1 MiB.
 //   - A CPU profile of the daemon (ProfileEnv) during open+close loops puts

@@ -179,7 +179,7 @@ func (v *View) MountOptions() *fs.Options {
 			MaxWrite:          1 << 20,
 			MaxBackground:     64,
 			EnableLocks:       true,
-			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2,
+			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_READDIRPLUS_AUTO,
 			Options:           []string{"default_permissions"},
 		},
 	}
