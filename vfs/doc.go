@@ -115,13 +115,13 @@
 // Writes go to the daemon as they are made (write-through) unless
 // [Options].Writeback is set (and Passthrough is not). Under the writeback
 // cache write(2) fills the page cache and the kernel writes back in blocks
-// of up to 1 MiB: 4 KiB writes ran at 1.7x native against 0.2x
+// of up to 1 MiB: 4 KiB writes ran at 2.2x native against 0.24x
 // write-through on the 2-core VM, 1 MiB writes about the same. It is not
 // the default because of what it costs reads: under it every close makes
 // the kernel forget st_blocks, so the fstat(2) after the next open is a
 // GETATTR round trip, and reading 20k small files (open, fstat, read,
-// close: what grep and cat do) took 5.1x native against 3.1x
-// write-through. Searching and reading many files is what an agent does
+// close: what grep and cat do) took 5.9x native against 4.7x
+// write-through (5.1x against 3.1x in another run). Searching and reading many files is what an agent does
 // most. What the writeback cache changes besides:
 //   - A file opened write-only is opened read-write by the daemon when it
 //     can (the kernel reads to fill partial pages; the data goes to the page
