@@ -118,14 +118,15 @@ func (n *node) pin() (int, error) {
 	if n.fd >= 0 {
 		return n.fd, nil
 	}
-	name, pfd, err := n.parentFD()
+	name, pn, err := n.parentNode()
 	if err != nil {
 		if fd, ok := n.pinOpen(); ok {
 			return fd, nil
 		}
 		return -1, err
 	}
-	fd, err := n.v.withFDs(func() (int, error) { return openat(pfd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
+	fd, err := n.v.withFDs(func() (int, error) { return openat(pn.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
+	runtime.KeepAlive(pn) // its descriptor must not be closed (and reused) during the openat
 	if err != nil {
 		if fd, ok := n.pinOpen(); ok {
 			return fd, nil // unlinked or renamed, but still open
@@ -166,19 +167,22 @@ func (n *node) unpin(fd int) {
 	}
 }
 
-// parentFD returns n's current name and its parent directory's descriptor
+// parentNode returns n's current name and its parent directory's node
 // (go-fuse keeps the name current for changes made through the view; a
-// change made on the host shows as ESTALE).
-func (n *node) parentFD() (string, int, error) {
+// change made on the host shows as ESTALE). The caller uses the parent's
+// descriptor and keeps the parent alive (runtime.KeepAlive) until it is
+// done with it: once n leaves the tree, nothing else may hold the parent,
+// and its cleanup would close the descriptor.
+func (n *node) parentNode() (string, *node, error) {
 	name, p := n.Parent()
 	if p == nil {
-		return "", -1, syscall.ESTALE
+		return "", nil, syscall.ESTALE
 	}
 	pn, ok := p.Operations().(*node)
 	if !ok || pn.fd < 0 || pn.inc != n.inc {
-		return "", -1, syscall.ESTALE
+		return "", nil, syscall.ESTALE
 	}
-	return name, pn.fd, nil
+	return name, pn, nil
 }
 
 // same reports whether st describes n's host inode.
@@ -387,11 +391,12 @@ func (n *node) stat(f fs.FileHandle, st *syscall.Stat_t) error {
 	if n.fd >= 0 {
 		return syscall.Fstat(n.fd, st)
 	}
-	name, pfd, err := n.parentFD()
+	name, pn, err := n.parentNode()
 	if err == nil {
 		err = retryEINTR(func() error {
-			return unix.Fstatat(pfd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
+			return unix.Fstatat(pn.fd, name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
 		})
+		runtime.KeepAlive(pn)
 		if err == nil && !n.same(st) {
 			err = syscall.ESTALE
 		}
