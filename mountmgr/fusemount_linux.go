@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -209,7 +210,7 @@ func mountDev(dir string) uint64 {
 	var dev uint64
 	for _, l := range strings.Split(string(data), "\n") {
 		f := strings.Fields(l)
-		if len(f) < 5 || unescapeMountinfo(f[4]) != dir {
+		if len(f) < 5 || linux.UnescapeMountinfo(f[4]) != dir {
 			continue
 		}
 		var maj, min uint32
@@ -259,7 +260,7 @@ func mountedFS(dir string) (string, bool) {
 	fstype, found := "", false
 	for _, l := range strings.Split(string(data), "\n") {
 		f := strings.Fields(l)
-		if len(f) < 7 || unescapeMountinfo(f[4]) != dir {
+		if len(f) < 7 || linux.UnescapeMountinfo(f[4]) != dir {
 			continue
 		}
 		for i := 6; i < len(f); i++ {

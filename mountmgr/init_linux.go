@@ -300,31 +300,12 @@ func submounts(dir string) ([]string, error) {
 		if len(f) < 5 {
 			continue
 		}
-		mp := unescapeMountinfo(f[4])
+		mp := linux.UnescapeMountinfo(f[4])
 		if strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
 	}
 	return out, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // remount adds flags to the mount at path, keeping the flags the kernel

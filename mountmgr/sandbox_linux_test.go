@@ -526,7 +526,7 @@ func mountTable(t *testing.T, fuse bool) {
 		if len(fields) < 10 {
 			t.Fatalf("bad mountinfo line %q", l)
 		}
-		root, mp, opts := unescapeMountinfo(fields[3]), unescapeMountinfo(fields[4]), fields[5]
+		root, mp, opts := linux.UnescapeMountinfo(fields[3]), linux.UnescapeMountinfo(fields[4]), fields[5]
 		sep := 6
 		for fields[sep] != "-" {
 			sep++
@@ -692,7 +692,7 @@ func kill9(t *testing.T, fuse bool) {
 	private := ""
 	for _, l := range strings.Split(string(mi), "\n") {
 		if f := strings.Fields(l); len(f) > 9 && strings.Contains(l, " - tmpfs rootfs ") {
-			private = unescapeMountinfo(f[4])
+			private = linux.UnescapeMountinfo(f[4])
 		}
 	}
 	if private == "" {

@@ -56,6 +56,7 @@ type serveConfig struct {
 	// the negative control of the host-change tests.
 	NoHostWatch  bool
 	NoHostEvents bool
+	NoOpenDrop   bool // negative control of TestViewRevokeRenewedOpenFile
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -86,6 +87,7 @@ func serveMain(cfgJSON string) int {
 	testSkipInvalidate = cfg.NoInvalidate
 	testNoFDRelief = cfg.NoFDRelief
 	testNoHostEvents = cfg.NoHostEvents
+	testNoOpenDrop = cfg.NoOpenDrop
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)

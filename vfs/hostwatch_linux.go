@@ -5,8 +5,11 @@ package vfs
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +20,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // The host watcher lets the kernel cache names, attributes, negative
@@ -65,6 +70,8 @@ type hostWatch struct {
 	f   *os.File
 	pid int32
 
+	stopR, stopW int // a pipe that stops watchMounts
+
 	// gen counts batches of host changes acted on; a lookup that overlaps
 	// one is cached for the short timeout only (its reply may predate the
 	// change and reach the kernel after the invalidation).
@@ -97,11 +104,128 @@ func newHostWatch(v *View) (*hostWatch, error) {
 		devs:  map[uint64]devWatch{},
 		nodes: map[string][]weak.Pointer[node]{},
 	}
+	w.stopR, w.stopW = -1, -1
+	var p [2]int
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err == nil {
+		err = unix.Pipe2(p[:], unix.O_CLOEXEC)
+	}
+	if err == nil {
+		w.stopR, w.stopW = p[0], p[1]
+		// The table as of now, before any lookup can cache what a later
+		// mount covers.
+		go w.watchMounts(mi, mountPoints(mi))
+	} else {
+		v.log.Debug("host watcher: mount changes are not watched", zap.Error(err))
+		if mi != nil {
+			mi.Close()
+		}
+	}
 	go w.run()
 	return w, nil
 }
 
-func (w *hostWatch) close() { w.f.Close() }
+func (w *hostWatch) close() {
+	w.f.Close()
+	if w.stopW >= 0 {
+		unix.Close(w.stopW) // wakes watchMounts, which closes stopR
+	}
+}
+
+// watchMounts follows this mount namespace's mount table (poll on
+// /proc/self/mountinfo): fanotify reports no mount or unmount, and one on
+// the host at or below a root would otherwise leave the kernel's cache of
+// what it covers (or uncovers) stale for the hour (within a second at the
+// latest, see below). A root with a changed
+// mount point at or below its host path has its whole cached subtree
+// dropped (negative entries included); mounts elsewhere cost nothing.
+func (w *hostWatch) watchMounts(f *os.File, known map[string]bool) {
+	defer unix.Close(w.stopR)
+	defer f.Close()
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}, {Fd: int32(w.stopR), Events: unix.POLLIN}}
+	for {
+		// The kernel wakes pollers of mountinfo on most changes but not
+		// on every one (a lazy unmount was seen to raise none), so the
+		// table is also compared once a second.
+		_, err := unix.Poll(fds, 1000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || fds[1].Revents != 0 {
+			return
+		}
+		now := mountPoints(f)
+		var changed []string
+		for mp := range now {
+			if !known[mp] {
+				changed = append(changed, mp)
+			}
+		}
+		for mp := range known {
+			if !now[mp] {
+				changed = append(changed, mp)
+			}
+		}
+		known = now
+		if !testNoHostEvents && w.v.mounted.Load() {
+			w.remounted(changed)
+		}
+	}
+}
+
+// mountPoints reads the mount points of a mountinfo file from its start.
+func mountPoints(f *os.File) map[string]bool {
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<30))
+	out := map[string]bool{}
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if fs := strings.Fields(l); len(fs) >= 5 {
+			out[linux.UnescapeMountinfo(fs[4])] = true
+		}
+	}
+	return out
+}
+
+// remounted drops the kernel's cache of what each changed mount point at
+// or below a root covers: the dentry of the mount point's path in the view
+// (or of the deepest directory of it the view knows), with everything
+// below it. Invalidating only the entry would not do: a directory dentry
+// in use survives below its invalidated parent and comes back with it.
+func (w *hostWatch) remounted(changed []string) {
+	r := w.v.root.EmbeddedInode()
+	s := w.v.cur.Load()
+	for _, name := range s.order {
+		hp := strings.TrimSuffix(s.byName[name].entry.HostPath, "/")
+		for _, mp := range changed {
+			var rel string
+			switch {
+			case mp == hp || (hp == "" && mp == "/"):
+			case strings.HasPrefix(mp, hp+"/"):
+				rel = mp[len(hp)+1:]
+			default:
+				continue
+			}
+			w.gen.Add(1)
+			parent, child := r, name
+			for _, c := range strings.Split(rel, "/") {
+				if c == "" {
+					continue
+				}
+				next := parent.GetChild(child)
+				if next == nil {
+					break // nothing cached further down
+				}
+				parent, child = next, c
+			}
+			if errno := parent.NotifyEntry(child); !benignNotify(errno) {
+				w.v.log.Debug("host watcher: entry invalidation failed", zap.String("name", child), zap.Error(errno))
+			}
+			w.v.log.Debug("a mount changed below a root: dropped the kernel's cache of it", zap.String("entry", name), zap.String("mountpoint", mp))
+		}
+	}
+}
 
 // markFS puts a filesystem mark on the file system of fd (device dev) once,
 // and reports whether that file system is watched.
@@ -114,6 +238,9 @@ func (w *hostWatch) markFS(fd int, dev uint64) bool {
 	var d devWatch
 	var sfs unix.Statfs_t
 	err := unix.Fstatfs(fd, &sfs)
+	if err == nil && !localFS[int64(sfs.Type)] {
+		err = fmt.Errorf("file system type %#x is not a local one whose every change this kernel reports", sfs.Type)
+	}
 	if err == nil {
 		binary.NativeEndian.PutUint32(d.fsid[0:4], uint32(sfs.Fsid.Val[0]))
 		binary.NativeEndian.PutUint32(d.fsid[4:8], uint32(sfs.Fsid.Val[1]))
@@ -126,6 +253,20 @@ func (w *hostWatch) markFS(fd int, dev uint64) bool {
 			zap.Uint64("dev", dev), zap.Duration("timeout", w.v.opts.cacheTimeout()), zap.Error(err))
 	}
 	return d.ok
+}
+
+// localFS are the file systems on which every change is made by this
+// kernel, so a filesystem mark sees it. Network and FUSE file systems
+// (NFS, CIFS, 9p, Ceph, sshfs...) change under other machines or daemons
+// and are cached for the short timeout only.
+var localFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:      true, // also ext2, ext3
+	unix.XFS_SUPER_MAGIC:       true,
+	unix.BTRFS_SUPER_MAGIC:     true,
+	unix.TMPFS_MAGIC:           true,
+	unix.F2FS_SUPER_MAGIC:      true,
+	0xca451a4e:                 true, // bcachefs
+	unix.OVERLAYFS_SUPER_MAGIC: true,
 }
 
 // key returns the index key of the inode (dirfd, name): its file system's
@@ -214,6 +355,12 @@ func (v *View) watchNode(ch, parent *node, name string, st *syscall.Stat_t) {
 		key, ok = w.key(ch.fd, "", st.Dev)
 	} else if name != "" {
 		key, ok = w.key(parent.fd, name, st.Dev)
+		// The name is resolved again: make sure it still names ch, or
+		// the index would hold another inode's handle.
+		var again syscall.Stat_t
+		if ok && (unix.Fstatat(parent.fd, name, (*unix.Stat_t)(unsafe.Pointer(&again)), unix.AT_SYMLINK_NOFOLLOW) != nil || !ch.same(&again)) {
+			ok = false
+		}
 	}
 	if !ok {
 		ch.watched = false
@@ -277,6 +424,8 @@ type action struct {
 	// reLookup: also drop n's own dentries, so that the kernel looks the
 	// file up again and the view can renew its inode (node.renewable).
 	reLookup bool
+	// entryOnly: only the entry, not n's attributes or listing.
+	entryOnly bool
 }
 
 const metaLen = int(unsafe.Sizeof(unix.FanotifyEventMetadata{}))
@@ -364,6 +513,13 @@ func (w *hostWatch) event(acts []action, mask uint64, self bool, info []byte) []
 					if cn, ok := ch.Operations().(*node); ok {
 						acts = append(acts, action{n: cn, data: data, reLookup: reLookup && cn.kind == syscall.S_IFREG})
 					}
+				} else if mask&direntEvents == 0 {
+					// Not in the tree (yet): a lookup of it may be in
+					// flight with attributes read before this change.
+					// The kernel holds the directory while it looks a
+					// name up, so this waits for that lookup and then
+					// drops what it cached.
+					acts = append(acts, action{n: d, entry: name, entryOnly: true})
 				}
 			}
 		case typ == unix.FAN_EVENT_INFO_TYPE_DFID_NAME || typ == unix.FAN_EVENT_INFO_TYPE_DFID:
@@ -408,6 +564,9 @@ func (w *hostWatch) notify(a action) {
 		errno = in.NotifyEntry(a.entry)
 		if !benignNotify(errno) {
 			w.v.log.Debug("host watcher: entry invalidation failed", zap.String("name", a.entry), zap.Error(errno))
+		}
+		if a.entryOnly {
+			return
 		}
 	}
 	off := int64(-1)

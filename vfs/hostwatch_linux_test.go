@@ -401,3 +401,117 @@ func TestViewUnlinkedOpenFile(t *testing.T) {
 		t.Errorf("read = %q, %v", b[:n], err)
 	}
 }
+
+// TestViewRevokeRenewedOpenFile: under the writeback cache a file changed
+// on the host gets a new kernel inode at the next lookup, and the old one,
+// still open, is no longer in go-fuse's tree. Revoking the root must still
+// drop its pages, or reads through the old descriptor would go on from the
+// page cache. The control skips the open-file pass and reads the data.
+func TestViewRevokeRenewedOpenFile(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "revoked", true: "control"}[control], func(t *testing.T) {
+			h := hostTree(t)
+			r := mkdir(t, filepath.Join(h, "r"))
+			other := mkdir(t, filepath.Join(h, "other"))
+			write(t, filepath.Join(r, "f"), "secret-v1")
+			s := serve(t, serveConfig{Roots: []string{r, other}, Writeback: true, NoOpenDrop: control})
+			p := filepath.Join(s.Mnt, "r", "f")
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			b := make([]byte, 9)
+			if _, err := f.ReadAt(b, 0); err != nil {
+				t.Fatal(err)
+			}
+			hf, err := os.OpenFile(filepath.Join(r, "f"), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hf.WriteString("-v2")
+			hf.Close()
+			// A lookup of the changed file renews its node (eventually:
+			// the watcher's invalidation is asynchronous).
+			renewed := false
+			for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(5 * time.Millisecond) {
+				if fi, err := os.Stat(p); err == nil && fi.Size() == 12 {
+					renewed = true
+					break
+				}
+			}
+			if !renewed {
+				t.Fatal("the host change never showed through the view")
+			}
+			if _, err := f.ReadAt(b, 0); err != nil { // the old inode's pages again
+				t.Fatal(err)
+			}
+			s.swap(other)
+			n, err := f.ReadAt(b, 0)
+			switch {
+			case control && err == nil:
+				t.Logf("control: read %q after revocation (the open-file pass is what stops it)", b[:n])
+			case control:
+				t.Errorf("control: read after revocation failed anyway (%v): the test shows nothing", err)
+			case err == nil:
+				t.Errorf("read %q through a renewed file's old descriptor after its root was revoked", b[:n])
+			default:
+				wantErrno(t, "read after revocation", err, syscall.EIO)
+			}
+		})
+	}
+}
+
+// TestViewHostMount: fanotify reports no mount, so the watcher follows the
+// mount table: a tmpfs mounted on the host over a directory the view has
+// cached, and unmounted again, shows through the view at once. The control
+// drops the watcher's events and keeps showing the covered directory.
+func TestViewHostMount(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "watched", true: "control"}[control], func(t *testing.T) {
+			h := hostTree(t)
+			r := mkdir(t, filepath.Join(h, "r"))
+			d := mkdir(t, filepath.Join(r, "d"))
+			write(t, filepath.Join(d, "under"), "u")
+			s := serve(t, serveConfig{Roots: []string{r}, NoHostEvents: control})
+			md := filepath.Join(s.Mnt, "r", "d")
+			listing := func(want string) func(string) (bool, string) {
+				return func(string) (bool, string) {
+					ns := names(t, md)
+					return slices.Equal(ns, []string{want}), fmt.Sprint(ns)
+				}
+			}
+			names(t, md)
+			names(t, md)
+			if err := unix.Mount("tmpfs", d, "tmpfs", 0, "size=1m"); err != nil {
+				t.Skipf("cannot mount a tmpfs here: %v", err)
+			}
+			mounted := true
+			defer func() {
+				if mounted {
+					unix.Unmount(d, unix.MNT_DETACH)
+				}
+			}()
+			write(t, filepath.Join(d, "over"), "o")
+			ok, got, after := poll(listing("over"), s.Mnt, control)
+			switch {
+			case control && ok:
+				t.Errorf("mount seen after %v without the watcher: the control shows nothing", after)
+			case !control && !ok:
+				t.Errorf("mount over a cached directory not seen after %v: %s", after, got)
+			}
+			// Lazily: the view holds a descriptor of the directory it
+			// cached, which keeps a plain unmount busy (EBUSY).
+			if err := unix.Unmount(d, unix.MNT_DETACH); err != nil {
+				t.Fatal(err)
+			}
+			mounted = false
+			if control {
+				return
+			}
+			if ok, got, after := poll(listing("under"), s.Mnt, false); !ok {
+				t.Errorf("unmount not seen after %v: %s", after, got)
+			}
+		})
+	}
+}

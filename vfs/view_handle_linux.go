@@ -40,6 +40,9 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 		n.handles = map[*fileHandle]struct{}{}
 	}
 	n.handles[h] = struct{}{}
+	if len(n.handles) == 1 {
+		n.v.trackOpen(n, true)
+	}
 	n.hmu.Unlock()
 	return h
 }
@@ -146,6 +149,9 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	}
 	h.n.hmu.Lock()
 	delete(h.n.handles, h)
+	if len(h.n.handles) == 0 {
+		h.n.v.trackOpen(h.n, false)
+	}
 	h.n.hmu.Unlock()
 	return h.errno("release", syscall.Close(h.fd))
 }

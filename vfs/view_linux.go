@@ -58,9 +58,12 @@ type View struct {
 	nextGen atomic.Uint64
 	mounted atomic.Bool // the root was attached to a go-fuse bridge
 
-	renewed   sync.Map    // renewKey -> uint64 (node.renew)
-	watch     *hostWatch  // nil: host changes are not watched (hostwatch_linux.go)
-	watchDead atomic.Bool // the watcher stopped: cache for the short timeout
+	renewed sync.Map   // renewKey -> uint64 (node.renew)
+	watch   *hostWatch // nil: host changes are not watched (hostwatch_linux.go)
+
+	openMu    sync.Mutex
+	open      map[*node]struct{} // nodes with open handles (openNodesOf)
+	watchDead atomic.Bool        // the watcher stopped: cache for the short timeout
 }
 
 // snapshot is what the top level serves: a table plus the incarnation of
@@ -250,10 +253,18 @@ func (v *View) Swap(t *Table) error {
 	v.closeMu.Unlock()
 
 	var removed []string
+	leaving := map[*rootInc]bool{}
 	for _, name := range old.order {
 		if ns.byName[name].inc != old.byName[name].inc {
 			removed = append(removed, name)
+			leaving[old.byName[name].inc] = true
 		}
+	}
+	// Open files whose kernel inode is no longer in the tree (renewed, or
+	// renamed over through the view) are reached through the open set.
+	var detached []*node
+	if !testNoOpenDrop {
+		detached = v.openNodesOf(leaving)
 	}
 	if v.writeback() && v.mounted.Load() && !testSkipInvalidate {
 		// Write back what the kernel holds dirty for the leaving roots
@@ -266,10 +277,19 @@ func (v *View) Swap(t *Table) error {
 				dropContent(ch)
 			}
 		}
+		for _, n := range detached {
+			n.NotifyContent(0, -1)
+		}
 	}
 	for _, name := range removed {
 		old.byName[name].inc.revoked.Store(true)
 	}
+	v.renewed.Range(func(k, _ any) bool {
+		if leaving[k.(renewKey).inc] {
+			v.renewed.Delete(k)
+		}
+		return true
+	})
 	var errs []error
 	if v.mounted.Load() && !testSkipInvalidate {
 		r := v.root.EmbeddedInode()
@@ -286,6 +306,9 @@ func (v *View) Swap(t *Table) error {
 			if errno := r.NotifyDelete(name, ch); !benignNotify(errno) {
 				errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
 			}
+		}
+		for _, n := range detached {
+			n.NotifyContent(0, -1)
 		}
 		for _, name := range ns.order {
 			if _, existed := old.byName[name]; !existed {
@@ -311,9 +334,41 @@ func (v *View) Swap(t *Table) error {
 	return nil
 }
 
+// trackOpen records whether n has open handles.
+func (v *View) trackOpen(n *node, open bool) {
+	v.openMu.Lock()
+	defer v.openMu.Unlock()
+	if !open {
+		delete(v.open, n)
+		return
+	}
+	if v.open == nil {
+		v.open = map[*node]struct{}{}
+	}
+	v.open[n] = struct{}{}
+}
+
+// openNodesOf returns the nodes with open handles of the given
+// incarnations, whether or not they are still in the tree.
+func (v *View) openNodesOf(incs map[*rootInc]bool) []*node {
+	v.openMu.Lock()
+	defer v.openMu.Unlock()
+	var out []*node
+	for n := range v.open {
+		if incs[n.inc] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // testSkipInvalidate turns off Swap's kernel notifications, for the
 // negative control of the swap tests only (export_test.go).
 var testSkipInvalidate = false
+
+// testNoOpenDrop makes Swap leave open files outside the tree alone, for
+// the negative control of TestViewRevokeRenewedOpenFile only.
+var testNoOpenDrop = false
 
 // benignNotify: ENOENT means the kernel had nothing cached; ENOTEMPTY and
 // EBUSY come after the dentry was already invalidated (a busy directory).

@@ -361,6 +361,14 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			return nil, err
 		}
 		if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			if st.Dev != n.dev {
+				// A file of another file system, bind-mounted here on
+				// the host: refused if that is a kernel file system,
+				// as a directory would be.
+				if err := n.checkForeignFile(name, &st); err != nil {
+					return nil, err
+				}
+			}
 			return n.adopt(ctx, name, -1, &st, out)
 		}
 		fd, err := n.v.withFDs(func() (int, error) {
@@ -379,6 +387,25 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 		return n.adopt(ctx, name, fd, &st, out)
 	}
 	return nil, syscall.EAGAIN
+}
+
+// checkForeignFile refuses name (beneath n, described by st) when it lives
+// on a kernel file system (deniedFS).
+func (n *node) checkForeignFile(name string, st *syscall.Stat_t) error {
+	fd, err := n.v.withFDs(func() (int, error) { return openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var sfs unix.Statfs_t
+	var again syscall.Stat_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
+		return syscall.EACCES
+	}
+	if err := syscall.Fstat(fd, &again); err != nil || again.Dev != st.Dev || again.Ino != st.Ino {
+		return syscall.EAGAIN // replaced in between; the kernel retries
+	}
+	return nil
 }
 
 // stat fstats the handle's descriptor when there is one, else the node's

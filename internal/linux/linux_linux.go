@@ -335,3 +335,22 @@ func RaiseNoFile() (uint64, error) {
 	}
 	return lim.Cur, nil
 }
+
+// UnescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
+func UnescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
