@@ -108,11 +108,12 @@
 // turns the watcher off. Only local file systems are watched (ext4, xfs,
 // btrfs, tmpfs, f2fs, bcachefs, overlayfs): a network or FUSE file system
 // changes under other machines or daemons, which no mark here reports.
-// What the kernel raises no fanotify event for stays hidden until the hour
-// runs out: a host process writing a file through a shared writable
-// mapping (mmap; write(2) is seen), and a mount or unmount on the host over
-// a directory the view has cached. Use NoHostWatch (1s caches) for trees
-// changed that way. The watcher's other limits: files are matched to events
+// Mounts and unmounts raise no fanotify event either; the watcher follows
+// the mount table instead (hostwatch_linux.go) and drops what a changed
+// mount point below a root covers within a second. What still stays hidden
+// until the hour runs out: a host process writing a file through a shared
+// writable mapping (mmap; write(2) is seen). Use NoHostWatch (1s caches)
+// for trees changed that way. The watcher's other limits: files are matched to events
 // by their directory and name, and by their own handle only when they had
 // several links when looked up (indexing every file by handle cost 18 MiB
 // and 10-20 % on a cold 50k-file walk), so a hard link the host creates
