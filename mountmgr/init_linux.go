@@ -295,12 +295,7 @@ func submounts(dir string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 5 {
-			continue
-		}
-		mp := linux.UnescapeMountinfo(f[4])
+	for _, mp := range linux.MountPoints(b) {
 		if strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}

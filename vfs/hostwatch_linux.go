@@ -180,10 +180,8 @@ func mountPoints(f *os.File) map[string]bool {
 	if err != nil {
 		return out
 	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if fs := strings.Fields(l); len(fs) >= 5 {
-			out[linux.UnescapeMountinfo(fs[4])] = true
-		}
+	for _, mp := range linux.MountPoints(data) {
+		out[mp] = true
 	}
 	return out
 }

@@ -336,6 +336,18 @@ func RaiseNoFile() (uint64, error) {
 	return lim.Cur, nil
 }
 
+// MountPoints returns the mount points (field 5, unescaped) of the lines of
+// a mountinfo file, in order.
+func MountPoints(mountinfo []byte) []string {
+	var out []string
+	for _, l := range strings.Split(string(mountinfo), "\n") {
+		if f := strings.Fields(l); len(f) >= 5 {
+			out = append(out, UnescapeMountinfo(f[4]))
+		}
+	}
+	return out
+}
+
 // UnescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
 func UnescapeMountinfo(s string) string {
 	if !strings.Contains(s, "\\") {
