@@ -312,24 +312,45 @@ func (n *node) adopt(ctx context.Context, name string, fd int, st *syscall.Stat_
 		}
 	}
 	out.Attr.FromStat(st)
-	renew := false
-	if old := n.GetChild(name); old != nil {
-		if on, ok := old.Operations().(*node); ok && on.inc == n.inc && on.same(st) {
-			if !on.renewable(st) {
-				closeFD()
-				on.cacheTimes(out)
-				return old, nil
-			}
-			renew = true
-		}
+	old := n.GetChild(name)
+	on, renew := reusable(old, n.inc, st)
+	if on != nil {
+		closeFD()
+		on.cacheTimes(out)
+		return old, nil
 	}
-	ch := newNode(n.v, n.inc, fd, st)
+	ch, _ := n.v.newChild(ctx, n.EmbeddedInode(), n, name, n.inc, fd, st, renew, out)
+	return ch, nil
+}
+
+// reusable returns old's node when it may stand for st in inc, or, when
+// old is st's node but the kernel's inode must be replaced (renewable),
+// renew.
+func reusable(old *fs.Inode, inc *rootInc, st *syscall.Stat_t) (on *node, renew bool) {
+	if old == nil {
+		return nil, false
+	}
+	on, ok := old.Operations().(*node)
+	if !ok || on.inc != inc || !on.same(st) {
+		return nil, false
+	}
+	if on.renewable(st) {
+		return nil, true
+	}
+	return on, false
+}
+
+// newChild makes the node of st (a new child name of parent, whose node is
+// pn, or an entry when pn is nil) and its Inode: renewed when asked, put
+// under the host watcher, with the reply's cache timeouts set.
+func (v *View) newChild(ctx context.Context, parent *fs.Inode, pn *node, name string, inc *rootInc, fd int, st *syscall.Stat_t, renew bool, out *fuse.EntryOut) (*fs.Inode, *node) {
+	ch := newNode(v, inc, fd, st)
 	if renew {
 		ch.renew()
 	}
-	n.v.watchNode(ch, n, name, st)
+	v.watchNode(ch, pn, name, st)
 	ch.cacheTimes(out)
-	return n.NewInode(ctx, ch, stableAttr(ch, st)), nil
+	return parent.NewInode(ctx, ch, stableAttr(ch, st)), ch
 }
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -471,9 +492,11 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 		return err
 	}
 	fh, _ := f.(*fileHandle)
-	if fh != nil && in.Valid&^(fuse.FATTR_FH|fuse.FATTR_SIZE|fuse.FATTR_KILL_SUIDGID|fuse.FATTR_LOCKOWNER) == 0 {
-		// ftruncate: the handle is all it needs.
-		return n.truncate(fh, in)
+	if _, size := in.GetSize(); size && fh != nil && fh.writable &&
+		in.Valid&^(fuse.FATTR_FH|fuse.FATTR_SIZE|fuse.FATTR_KILL_SUIDGID|fuse.FATTR_LOCKOWNER) == 0 {
+		// ftruncate: the writable handle is all it needs, even for a
+		// file that has lost its name.
+		return n.truncateAt(-1, fh, in)
 	}
 	fd, err := n.pin()
 	if err != nil {
@@ -522,22 +545,6 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 		}
 	}
 	return nil
-}
-
-// truncate sets the size through the handle alone.
-func (n *node) truncate(fh *fileHandle, in *fuse.SetAttrIn) error {
-	if _, ok := in.GetSize(); !ok {
-		return nil
-	}
-	if !fh.writable {
-		fd, err := n.pin()
-		if err != nil {
-			return err
-		}
-		defer n.unpin(fd)
-		return n.truncateAt(fd, fh, in)
-	}
-	return n.truncateAt(-1, fh, in)
 }
 
 // truncateAt sets the size through a writable handle, or else through a
@@ -786,10 +793,7 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, err
 	}
 	out.Attr.FromStat(st)
-	cn := newNode(n.v, n.inc, pfd, st)
-	n.v.watchNode(cn, n, name, st)
-	cn.cacheTimes(out)
-	ch := n.NewInode(ctx, cn, stableAttr(cn, st))
+	ch, cn := n.v.newChild(ctx, n.EmbeddedInode(), n, name, n.inc, pfd, st, false, out)
 	return ch, cn.newHandle(fd, flags), nil
 }
 
@@ -1211,10 +1215,8 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 			return nil, nil, err
 		}
 		out.Attr.FromStat(st)
-		cn := newNode(n.v, n.inc, pfd, st)
-		n.v.watchNode(cn, n, "", st)
-		cn.cacheTimes(out)
-		return n.NewInode(ctx, cn, stableAttr(cn, st)), cn.newHandle(fd, flags), nil
+		ch, cn := n.v.newChild(ctx, n.EmbeddedInode(), n, "", n.inc, pfd, st, false, out)
+		return ch, cn.newHandle(fd, flags), nil
 	}()
 	if err != nil {
 		return nil, nil, 0, n.errno("tmpfile", err)

@@ -107,24 +107,15 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 		return nil, err
 	}
 	out.Attr.FromStat(&st)
-	renew := false
-	if old := r.GetChild(name); old != nil {
-		if on, ok := old.Operations().(*node); ok && on.inc == sl.inc {
-			if !on.renewable(&st) {
-				unix.Close(fd)
-				on.cacheTimes(out)
-				return old, nil
-			}
-			renew = true
-		}
+	old := r.GetChild(name)
+	on, renew := reusable(old, sl.inc, &st)
+	if on != nil {
+		unix.Close(fd)
+		on.cacheTimes(out)
+		return old, nil
 	}
-	n := newNode(v, sl.inc, fd, &st)
-	if renew {
-		n.renew()
-	}
-	v.watchNode(n, nil, "", &st)
-	n.cacheTimes(out)
-	return r.NewInode(ctx, n, stableAttr(n, &st)), nil
+	ch, _ := v.newChild(ctx, r.EmbeddedInode(), nil, name, sl.inc, fd, &st, renew, out)
+	return ch, nil
 }
 
 func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
