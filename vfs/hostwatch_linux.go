@@ -17,7 +17,6 @@ import (
 	"unsafe"
 	"weak"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
@@ -378,20 +377,27 @@ func (v *View) hostGen() uint64 {
 // shortTimeout is the cache timeout of what the watcher does not cover.
 func (v *View) shortTimeout() time.Duration { return v.opts.cacheTimeout() }
 
+// shortCache reports whether the kernel may cache n only for the short
+// timeout although the mount's defaults are long: the watcher does not
+// cover n, or it has stopped.
+func (n *node) shortCache() bool {
+	return n.v.watch != nil && (!n.watched || n.v.watchDead.Load())
+}
+
 // cacheTimes sets the reply's timeouts for a node the watcher does not
 // cover; the mount's defaults (long) apply to the others.
 func (n *node) cacheTimes(out interface {
 	SetEntryTimeout(time.Duration)
 	SetAttrTimeout(time.Duration)
 }) {
-	if n.v.watch != nil && (!n.watched || n.v.watchDead.Load()) {
+	if n.shortCache() {
 		out.SetEntryTimeout(n.v.shortTimeout())
 		out.SetAttrTimeout(n.v.shortTimeout())
 	}
 }
 
 func (n *node) attrTimes(out interface{ SetTimeout(time.Duration) }) {
-	if n.v.watch != nil && (!n.watched || n.v.watchDead.Load()) {
+	if n.shortCache() {
 		out.SetTimeout(n.v.shortTimeout())
 	}
 }
@@ -583,5 +589,3 @@ func (w *hostWatch) notify(a action) {
 		}
 	}
 }
-
-var _ fs.InodeEmbedder = (*node)(nil)

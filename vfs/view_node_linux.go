@@ -356,9 +356,11 @@ func (v *View) newChild(ctx context.Context, parent *fs.Inode, pn *node, name st
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	g := n.v.hostGen()
 	ch, err := n.lookup(ctx, name, out)
-	if n.v.watch != nil && (!n.watched || n.v.hostGen() != g) {
-		// Not watched, or a host change raced this lookup: this reply (or
-		// this negative entry) is cached for the short timeout only.
+	if n.shortCache() || n.v.hostGen() != g {
+		// The directory is not watched (or the watcher stopped), or a
+		// host change raced this lookup: this reply (or this negative
+		// entry) is cached for the short timeout only. (hostGen moves
+		// only with a watcher.)
 		out.SetEntryTimeout(n.v.shortTimeout())
 		out.SetAttrTimeout(n.v.shortTimeout())
 	}
