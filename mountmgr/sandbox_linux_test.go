@@ -171,7 +171,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	os.Chmod(f.data, 0o777)
 	f.probe = filepath.Join(f.bin, "probe")
-	build := exec.Command("go", "build", "-o", f.probe, "github.com/rootfs-dev/rootfs/internal/probe")
+	build := exec.Command("go", "build", "-o", f.probe, "github.com/rootfs-dev/rootfs/testcmd/probe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build probe: %v\n%s", err, out)
@@ -341,7 +341,7 @@ func (f *fixture) spec(args ...string) Spec {
 	return Spec{Argv: append([]string{f.probe}, args...), Env: env, TmpSize: "16m"}
 }
 
-// allCases must match internal/probe's list: a case missing from the
+// allCases must match testcmd/probe's list: a case missing from the
 // output fails the test.
 var allCases = []string{
 	"caps", "chroot", "dotdot", "cwd", "fds", "setns", "mount", "fsopen", "open_tree", "mknod", "suid", "fcap", "nosuid",

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/rootfs-dev/rootfs/internal/cli"
+	"github.com/rootfs-dev/rootfs/cmd/rootfs/cli"
 	"github.com/rootfs-dev/rootfs/mountmgr"
 )
 
