@@ -11,7 +11,6 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -168,7 +167,7 @@ func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
 	o.AllowOther = opts.AllowOther
 	o.Debug = opts.Debug
 	o.DirectMount = os.Geteuid() == 0 // falls back to fusermount3
-	srv, err := fs.Mount(abs, v.FUSERoot(), o)
+	srv, err := v.Mount(abs, o)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", abs, err)
 	}

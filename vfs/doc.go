@@ -42,7 +42,9 @@
 // chowned to the calling uid/gid (the parent's gid when the parent directory
 // is set-group-ID), not left to the daemon. Extended attributes can be read
 // in every namespace but set or removed only in "user." (others: EPERM), so a
-// sandboxed process cannot plant file capabilities or trusted labels.
+// sandboxed process cannot plant file capabilities or trusted labels; the
+// one exception is removing security.capability from a regular file (see
+// Set-ID bits and file capabilities).
 //
 // # Errors
 //
@@ -84,7 +86,8 @@
 //
 // Revocation is strict by default: file I/O goes through the daemon, which
 // refuses it once the root is gone. [Options].Passthrough turns on FUSE
-// passthrough (kernel 6.9+, CAP_SYS_ADMIN in the initial user namespace):
+// passthrough (kernel 6.9+, CAP_SYS_ADMIN in the initial user namespace,
+// and a view mounted with [View.Mount]):
 // reads and writes then bypass the daemon at near-native speed, and a file
 // opened before its root was removed keeps reading and writing until it is
 // closed, because the daemon cannot revoke a passthrough handle. Its other
@@ -180,10 +183,46 @@
 //     revalidating LOOKUPs with fstatat instead of openat+fstat+close was
 //     tried and gave no measurable change.
 //
-// With CAP_HANDLE_KILLPRIV_V2 the kernel leaves clearing set-user-ID and
-// set-group-ID bits to the daemon: the view clears them on every write and
-// on truncation, and removes security.capability on write, whoever the
-// caller is (it cannot tell whether the caller holds CAP_FSETID).
+// # Set-ID bits and file capabilities
+//
+// The daemon is root and holds CAP_FSETID; the callers it acts for (the
+// wrapped server) hold no capability. On a native file system every change
+// to a regular file's data or size by a caller without CAP_FSETID clears
+// S_ISUID, clears S_ISGID when the file is group-executable, and removes
+// security.capability (the last whoever the caller). With
+// CAP_HANDLE_KILLPRIV_V2 (negotiated: without it every write costs a
+// GETXATTR round trip) the kernel leaves that to the daemon, so the view
+// does it before each change it makes: write and writev (and splice, which
+// the kernel turns into writes), the writeback cache's write-back (also of
+// pages dirtied through a shared mapping), fallocate in every mode the
+// kernel passes on (allocation, FALLOC_FL_KEEP_SIZE, PUNCH_HOLE,
+// ZERO_RANGE), copy_file_range into the file, truncate and ftruncate,
+// O_TRUNC (which the kernel sends as a truncation) and create over an
+// existing file. It does so for every caller: the kernel marks some of these
+// requests when the caller lacks CAP_FSETID (FUSE_WRITE_KILL_SUIDGID,
+// FATTR_KILL_SUIDGID, FUSE_OPEN_KILL_SUIDGID), but marks no fallocate or
+// copy_file_range and never says that a caller holds it. So `rootfs mount`
+// used by root clears the bits too where a native file system would keep
+// them for root; root re-sets them with chmod(2) afterwards (install(1) and
+// package managers write first and chmod last anyway). The kernel itself
+// asks the daemon to remove security.capability before a write
+// (cap_inode_killpriv), and the view allows exactly that removal; a
+// removexattr(2) of it reaches the daemon only from a caller the kernel
+// found holding CAP_SETFCAP. Setting any "security." attribute, and
+// chmod(2) to a set-ID mode by the sandboxed server (seccomp), stay refused.
+//
+// Passthrough reads and writes never reach the daemon: the kernel does them
+// on the backing file with the credentials recorded when the daemon
+// registered it (fs/fuse/backing.c). [View.Mount] registers backing files
+// on a thread whose effective capabilities are lowered to CAP_SYS_ADMIN,
+// which the registration demands; the kernel then clears the bits on
+// passthrough writes as it would for the caller, also on a file made
+// set-ID on the host while a passthrough handle was open. A file that is
+// set-ID or carries a capability when opened gets no passthrough handle
+// (a write through a shared mapping clears nothing natively; the daemon
+// clears on every write it serves). The backing credentials keep the
+// daemon's uids (uid 0): on ext4 they may use the blocks reserved for root,
+// as the daemon's own writes do.
 //
 // # Deadlocks
 //

@@ -57,6 +57,7 @@ type serveConfig struct {
 	NoHostWatch  bool
 	NoHostEvents bool
 	NoOpenDrop   bool // negative control of TestViewRevokeRenewedOpenFile
+	NoKillPriv   bool // negative control of the set-ID tests (testNoKillPriv)
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -66,6 +67,9 @@ type serveConfig struct {
 func TestMain(m *testing.M) {
 	if cfg := os.Getenv("ROOTFS_VFS_SERVE"); cfg != "" {
 		os.Exit(serveMain(cfg))
+	}
+	if a := os.Getenv("ROOTFS_VFS_ATTACK"); a != "" {
+		os.Exit(attackMain(a))
 	}
 	os.Exit(m.Run())
 }
@@ -88,6 +92,7 @@ func serveMain(cfgJSON string) int {
 	testNoFDRelief = cfg.NoFDRelief
 	testNoHostEvents = cfg.NoHostEvents
 	testNoOpenDrop = cfg.NoOpenDrop
+	testNoKillPriv = cfg.NoKillPriv
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
@@ -110,7 +115,13 @@ func serveMain(cfgJSON string) int {
 	opts.AllowOther = true
 	opts.Debug = os.Getenv("ROOTFS_VFS_DEBUG") != ""
 	opts.DirectMount = true
-	srv, err := fs.Mount(cfg.Mnt, root, opts)
+	var srv *fuse.Server
+	var err error
+	if v != nil {
+		srv, err = v.Mount(cfg.Mnt, opts)
+	} else {
+		srv, err = fs.Mount(cfg.Mnt, root, opts)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serve: mount:", err)
 		return 1

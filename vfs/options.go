@@ -38,9 +38,13 @@ type Options struct {
 	// see View.Reserved.
 	Placeholders []Placeholder
 	// Passthrough lets the kernel do file I/O itself (FUSE passthrough,
-	// Linux 6.9+, needs CAP_SYS_ADMIN in the initial user namespace; silently
-	// daemon-served elsewhere). Handles opened in passthrough keep reading
-	// and writing after their root is revoked, until closed. False (the
+	// Linux 6.9+, needs CAP_SYS_ADMIN in the initial user namespace and a
+	// view mounted with View.Mount; silently daemon-served elsewhere, and
+	// for files that are set-ID or carry a file capability when opened).
+	// Backing files are registered with the daemon's capabilities lowered
+	// to CAP_SYS_ADMIN, so passthrough writes clear set-ID bits as the
+	// caller's would. Handles opened in passthrough keep reading and
+	// writing after their root is revoked, until closed. False (the
 	// default) keeps revocation strict.
 	Passthrough bool
 	// Writeback lets the kernel collect writes in its page cache and write

@@ -4,7 +4,6 @@ package vfs
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"syscall"
 
@@ -21,9 +20,6 @@ type fileHandle struct {
 	n        *node
 	fd       int
 	writable bool
-
-	capOnce sync.Once
-	hasCap  bool // security.capability present at first write
 }
 
 func (n *node) newHandle(fd int, flags uint32) *fileHandle {
@@ -71,6 +67,17 @@ func (h *fileHandle) errno(op string, err error) syscall.Errno { return h.n.v.to
 // Files on another FUSE file system are served by the daemon: stacking them
 // could exceed the kernel's stack depth, and one failed registration turns
 // passthrough off for the whole mount in go-fuse (study §4).
+//
+// go-fuse registers the descriptor right after this returns, on the same
+// thread; the kernel then does every passthrough read, write and mmap with
+// that thread's credentials. lowerForBacking drops its capabilities first
+// (backing_linux.go), so passthrough writes clear set-ID bits as the
+// caller's own would, and a view not mounted through View.Mount, where
+// they could not be restored, gets no passthrough handle at all. A file
+// that is set-ID or carries a file capability when it is opened is served
+// by the daemon all the same: a write through a shared mapping clears
+// nothing on a native file system, and the daemon clears the bits on
+// every write it serves (killPriv).
 func (h *fileHandle) PassthroughFd() (int, bool) {
 	if !h.n.v.opts.Passthrough || h.n.inc.revoked.Load() {
 		return -1, false
@@ -79,7 +86,28 @@ func (h *fileHandle) PassthroughFd() (int, bool) {
 	if err := unix.Fstatfs(h.fd, &sfs); err != nil || sfs.Type == unix.FUSE_SUPER_MAGIC {
 		return -1, false
 	}
+	if !testNoKillPriv && privileged(h.fd) {
+		return -1, false
+	}
+	if !h.n.v.lowerForBacking() {
+		return -1, false
+	}
 	return h.fd, true
+}
+
+// privileged reports whether the file open on fd is set-user-ID,
+// set-group-ID and group-executable, or carries a file capability (or
+// cannot be examined).
+func privileged(fd int) bool {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return true
+	}
+	if st.Mode&syscall.S_ISUID != 0 || st.Mode&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
+		return true
+	}
+	_, err := unix.Fgetxattr(fd, capXattr, nil)
+	return err == nil
 }
 
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
@@ -93,26 +121,11 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	if err := h.n.mutable(); err != nil {
 		return 0, h.errno("write", err)
 	}
-	if err := h.killPriv(); err != nil {
+	if err := killPriv(h.fd); err != nil {
 		return 0, h.errno("write", err)
 	}
 	k, err := syscall.Pwrite(h.fd, data, off)
 	return uint32(max(k, 0)), h.errno("write", err)
-}
-
-// killPriv does what the kernel leaves to us under CAP_HANDLE_KILLPRIV_V2.
-func (h *fileHandle) killPriv() error {
-	h.capOnce.Do(func() {
-		_, err := unix.Fgetxattr(h.fd, "security.capability", nil)
-		h.hasCap = err == nil
-	})
-	if h.hasCap {
-		if err := unix.Fremovexattr(h.fd, "security.capability"); err != nil && !errors.Is(err, unix.ENODATA) {
-			return err
-		}
-		h.hasCap = false
-	}
-	return killPriv(h.fd)
 }
 
 // Flush is reached only under the writeback cache (FOPEN_NOFLUSH otherwise),
@@ -179,6 +192,9 @@ func (h *fileHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint
 
 func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
 	if err := h.n.mutable(); err != nil {
+		return h.errno("fallocate", err)
+	}
+	if err := killPriv(h.fd); err != nil {
 		return h.errno("fallocate", err)
 	}
 	return h.errno("fallocate", unix.Fallocate(h.fd, mode, int64(off), int64(size)))

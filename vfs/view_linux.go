@@ -153,8 +153,9 @@ func (v *View) Reserved() []string {
 // stays valid until the next Swap.
 func (v *View) Table() *Table { return v.cur.Load().table }
 
-// FUSERoot is the node to mount (fs.Mount or fs.NewNodeFS). A View can be
-// mounted once.
+// FUSERoot is the view's root node. Mount the view with View.Mount, which
+// wraps it; mounted with fs.Mount or fs.NewNodeFS instead, it never gives
+// passthrough handles (see View.Mount). A View can be mounted once.
 func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
 
 // MountOptions returns go-fuse options suited to the view: caching per

@@ -550,7 +550,9 @@ func (n *node) setattr(f fs.FileHandle, in *fuse.SetAttrIn) error {
 }
 
 // truncateAt sets the size through a writable handle, or else through a
-// descriptor reopened for writing from fd (pinned).
+// descriptor reopened for writing from fd (pinned). It first does what a
+// size change does to set-ID bits and file capabilities (killPriv), whether
+// or not the kernel asked (FATTR_KILL_SUIDGID).
 func (n *node) truncateAt(fd int, fh *fileHandle, in *fuse.SetAttrIn) error {
 	size, _ := in.GetSize()
 	switch n.kind {
@@ -560,48 +562,100 @@ func (n *node) truncateAt(fd int, fh *fileHandle, in *fuse.SetAttrIn) error {
 	default:
 		return syscall.EINVAL
 	}
-	kfd := fd
 	if fh != nil && fh.writable {
-		if err := syscall.Ftruncate(fh.fd, int64(size)); err != nil {
+		if err := killPriv(fh.fd); err != nil {
 			return err
 		}
-		kfd = fh.fd
-	} else {
-		wfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_WRONLY, 0)
-		if err != nil {
-			return err
-		}
-		err = syscall.Ftruncate(wfd, int64(size))
-		unix.Close(wfd)
-		if err != nil {
-			return err
-		}
+		return syscall.Ftruncate(fh.fd, int64(size))
 	}
-	if in.Valid&fuse.FATTR_KILL_SUIDGID != 0 {
-		return killPriv(kfd)
+	wfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_WRONLY, 0)
+	if err != nil {
+		return err
 	}
-	return nil
+	defer unix.Close(wfd)
+	if err := killPriv(wfd); err != nil {
+		return err
+	}
+	return syscall.Ftruncate(wfd, int64(size))
 }
 
 func timespec(t time.Time) unix.Timespec { return unix.NsecToTimespec(t.UnixNano()) }
 
-// killPriv clears set-user-ID and set-group-ID (when group-executable) bits,
-// as the kernel would on write or truncation: with CAP_HANDLE_KILLPRIV_V2
-// that is the daemon's job. fd may be O_PATH.
+// capXattr is the file capability attribute (vfs_cap_data).
+const capXattr = "security.capability"
+
+// testNoKillPriv restores the view as it was before it handled set-ID bits
+// and file capabilities on data changes, for the negative controls of the
+// set-ID tests: no killPriv (the daemon changes data with its own
+// CAP_FSETID), passthrough for every file with the daemon's credentials
+// (PassthroughFd, lowerForBacking), and security.capability never removed.
+var testNoKillPriv = false
+
+// killPriv does to the regular file open on fd what the kernel does before
+// a change to a file's data or size by a caller without CAP_FSETID: it
+// removes the file capability (security.capability), clears S_ISUID, and
+// clears S_ISGID when the file is group-executable (without group execute
+// the bit marks mandatory locking and grants nothing). Under
+// CAP_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon, which holds
+// CAP_FSETID and so would keep the bits on its own writes. It runs before
+// every write, fallocate, copy_file_range and truncation, whoever the
+// caller: the kernel flags some of those requests for callers without
+// CAP_FSETID (FUSE_WRITE_KILL_SUIDGID, FATTR_KILL_SUIDGID,
+// FUSE_OPEN_KILL_SUIDGID) but flags no fallocate or copy_file_range, so the
+// view treats every caller as one without CAP_FSETID (package
+// documentation, Set-ID bits and file capabilities).
+//
+// EPERM is ignored: a root daemon meets it only on an immutable or
+// append-only file, whose data cannot change either, and a daemon that is
+// neither root nor the owner lacks CAP_FSETID, so the host kernel clears
+// the bits on the daemon's own change.
 func killPriv(fd int) error {
+	if testNoKillPriv {
+		return nil
+	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return err
 	}
-	m := st.Mode
-	if m&syscall.S_ISUID == 0 && (m&syscall.S_ISGID == 0 || m&syscall.S_IXGRP == 0) {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil
 	}
-	clear := uint32(syscall.S_ISUID)
-	if m&syscall.S_IXGRP != 0 {
+	err := unix.Fremovexattr(fd, capXattr)
+	if err != nil && !errors.Is(err, syscall.ENODATA) && !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	m := st.Mode
+	clear := uint32(0)
+	if m&syscall.S_ISUID != 0 {
+		clear |= syscall.S_ISUID
+	}
+	if m&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
 		clear |= syscall.S_ISGID
 	}
-	return syscall.Chmod(procPath(fd), m&07777&^clear)
+	if clear == 0 {
+		return nil
+	}
+	if err := syscall.Fchmod(fd, m&07777&^clear); err != nil && !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	return nil
+}
+
+// truncOpened truncates the regular file just opened on fd (with the open
+// flags of) to zero, as O_TRUNC would, after killPriv.
+func truncOpened(fd int, of int) error {
+	if err := killPriv(fd); err != nil {
+		return err
+	}
+	if of&unix.O_ACCMODE != unix.O_RDONLY {
+		return syscall.Ftruncate(fd, 0)
+	}
+	wfd, err := openat(unix.AT_FDCWD, procPath(fd), unix.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(wfd)
+	return syscall.Ftruncate(wfd, 0)
 }
 
 // openFlags are the open(2) flags the view passes on when it reopens a file.
@@ -637,12 +691,19 @@ func (n *node) open(flags uint32) (*fileHandle, error) {
 	default:
 		return nil, syscall.EACCES
 	}
-	fd, err := n.v.withFDs(func() (int, error) { return n.reopen(flags) })
+	// The kernel sends no O_TRUNC (the view does not negotiate
+	// FUSE_ATOMIC_O_TRUNC: it truncates with SETATTR), but should one
+	// come, the bits go before the data, as in truncateAt.
+	trunc := flags&syscall.O_TRUNC != 0
+	fd, err := n.v.withFDs(func() (int, error) { return n.reopen(flags &^ syscall.O_TRUNC) })
 	if err != nil {
 		return nil, err
 	}
-	if flags&syscall.O_TRUNC != 0 {
-		killPriv(fd)
+	if trunc {
+		if err := truncOpened(fd, n.handleFlags(flags)); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	return n.newHandle(fd, flags), nil
 }
@@ -755,16 +816,20 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 		}
 		// It exists and the caller did not ask for O_EXCL: open it, and do
 		// not take it over. O_NONBLOCK so that a FIFO the host put there
-		// cannot block the daemon; only a regular file is kept.
-		fd, err = openat(n.fd, name, of|unix.O_NONBLOCK, 0)
+		// cannot block the daemon; only a regular file is kept, and it is
+		// truncated (O_TRUNC) only then, after killPriv.
+		fd, err = openat(n.fd, name, of&^unix.O_TRUNC|unix.O_NONBLOCK, 0)
 		if errors.Is(err, syscall.EACCES) && of&unix.O_ACCMODE != openFlags(flags)&unix.O_ACCMODE {
 			of = of&^unix.O_ACCMODE | unix.O_WRONLY // see reopen
-			fd, err = openat(n.fd, name, of|unix.O_NONBLOCK, 0)
+			fd, err = openat(n.fd, name, of&^unix.O_TRUNC|unix.O_NONBLOCK, 0)
 		}
 		if err == nil {
 			var st syscall.Stat_t
 			if err = syscall.Fstat(fd, &st); err == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
 				err = syscall.EACCES
+			}
+			if err == nil && of&unix.O_TRUNC != 0 {
+				err = truncOpened(fd, of)
 			}
 			if err == nil && of&unix.O_NONBLOCK == 0 {
 				_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFL, of&^(unix.O_ACCMODE|unix.O_CREAT|unix.O_EXCL|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC))
@@ -787,8 +852,6 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 			unix.Unlinkat(n.fd, name, 0)
 			return nil, nil, err
 		}
-	} else if flags&syscall.O_TRUNC != 0 {
-		killPriv(fd)
 	}
 	pfd, st, err := pinOpened(fd)
 	if err != nil {
@@ -1150,9 +1213,20 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	return n.errno("setxattr", err)
 }
 
+// Removexattr also removes security.capability from a regular file: the
+// kernel asks for that when a write or truncation must drop the file's
+// capability (cap_inode_killpriv, whoever writes), as on a native file
+// system. A removexattr(2) of it is checked by the kernel before it gets
+// here (CAP_SETFCAP, cap_inode_removexattr), so a sandboxed caller cannot
+// remove it otherwise; nothing in "security." but this one removal is
+// allowed, and nothing may be set.
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	err := func() error {
-		if err := n.xattrChangeable(attr); err != nil {
+		if attr == capXattr && n.kind == syscall.S_IFREG && !testNoKillPriv {
+			if err := n.mutable(); err != nil {
+				return err
+			}
+		} else if err := n.xattrChangeable(attr); err != nil {
 			return err
 		}
 		fd, err := n.pin()
@@ -1160,7 +1234,14 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 			return err
 		}
 		defer n.unpin(fd)
-		return unix.Removexattr(procPath(fd), attr)
+		err = unix.Removexattr(procPath(fd), attr)
+		if attr == capXattr && errors.Is(err, syscall.EPERM) && n.v.euid != 0 {
+			// A daemon without CAP_SETFCAP: the host kernel drops the
+			// capability on the daemon's own change that follows, as
+			// it does for any writer (killPriv).
+			return nil
+		}
+		return err
 	}()
 	return n.errno("removexattr", err)
 }
