@@ -6,8 +6,10 @@ import "errors"
 
 var errNotLinux = errors.New("rootfs needs Linux")
 
-func closeFD(int) error              { return nil }
-func resolve(string) (*Entry, error) { return nil, errNotLinux }
+func closeFD(int) error                                          { return nil }
+func resolve(string, func(dev, ino uint64) bool) (*Entry, error) { return nil, errNotLinux }
+func dupFD(int) (int, error)                                     { return -1, errNotLinux }
+func pinPath(string) (int, fileID, bool, error)                  { return -1, fileID{}, false, errNotLinux }
 func openAllowed([]string) ([]allowDir, error) {
 	return nil, errNotLinux
 }
