@@ -35,7 +35,7 @@ var (
 	// ErrWritableSymlink marks a root whose path goes through a symlink in a
 	// directory the sandboxed side can write, or could earlier (see WriteSet):
 	// the server may have planted it to point anywhere.
-	ErrWritableSymlink = errors.New("root reached through a symlink the server can write")
+	ErrWritableSymlink = errors.New("symlink the server could have planted")
 	// ErrTooManyWritable marks a writable root refused because its WriteSet
 	// is full.
 	ErrTooManyWritable = errors.New("too many writable directories served in this session")

@@ -197,7 +197,7 @@ func linkTarget(fd int, p string, cur int, name string, taint func(dev, ino uint
 		}
 		if in {
 			where, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(cur))
-			return "", fmt.Errorf("%w: %q in %s, a directory the server can write or could earlier in this session; give the real path instead", ErrWritableSymlink, name, where)
+			return "", fmt.Errorf("%w: %q in %s, which the server can write or could earlier in this session; give the real path instead", ErrWritableSymlink, name, where)
 		}
 	}
 	buf := make([]byte, unix.PathMax)
