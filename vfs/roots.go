@@ -108,6 +108,9 @@ type TableOptions struct {
 	// Allow, when non-empty, admits only roots that resolve (after symlinks)
 	// to one of these directories or to something beneath one of them.
 	// Containment is decided on the resolved inodes, never on path strings.
+	// The directories are resolved for each table like roots; one reached
+	// through a symlink Written refuses is left out, and the restriction
+	// stays on even when none is left.
 	Allow []string
 	// Reserved lists entry names that the view itself uses, such as the
 	// sandbox's runtime placeholders ("usr", "etc", "proc"). A root whose
@@ -352,7 +355,7 @@ func BuildTable(roots []Root, opts TableOptions) *Table {
 // before it is added: an error leaves the root out.
 func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, admit func(*Entry) error) *Table {
 	t := EmptyTable()
-	allow, allowErr := openAllowed(opts.Allow)
+	allow, dropped, allowErr := openAllowed(opts.Allow, taint)
 	defer closeAll(allow)
 	taken := map[string]bool{}
 	for _, n := range reservedAlways {
@@ -383,12 +386,15 @@ func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, ad
 			closeFD(e.fd)
 			continue
 		}
-		if len(allow) > 0 {
+		if len(opts.Allow) > 0 { // even when every --allow directory was dropped
 			ok, err := beneathAny(e, allow)
 			if err != nil || !ok {
 				closeFD(e.fd)
 				if err == nil {
 					err = fmt.Errorf("%w: root %q resolves to %s, which is not within %s", ErrNotAllowed, r.URI, e.HostPath, strings.Join(opts.Allow, ", "))
+					if len(dropped) > 0 {
+						err = fmt.Errorf("%w (%s)", err, strings.Join(dropped, "; "))
+					}
 				} else {
 					err = fmt.Errorf("root %q: checking --allow: %w", r.URI, err)
 				}

@@ -254,28 +254,51 @@ type allowDir struct {
 	fd       int
 }
 
-func openAllowed(paths []string) ([]allowDir, error) {
-	var out []allowDir
+// openAllowed pins the --allow directories. They are resolved again for
+// every table, like roots, and never through a symlink in a directory the
+// server can write (taint): such a directory is dropped (and named in
+// dropped) while the restriction stays on, so a planted link cannot widen
+// what --allow admits.
+func openAllowed(paths []string, taint func(dev, ino uint64) bool) (out []allowDir, dropped []string, err error) {
 	for _, p := range paths {
 		clean, err := ParseRoot(p)
 		if err != nil {
 			closeAll(out)
-			return nil, fmt.Errorf("--allow: %w", err)
+			return nil, nil, fmt.Errorf("--allow: %w", err)
 		}
-		fd, err := unix.Open(clean, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat2(unix.AT_FDCWD, clean, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOSYS) {
+			fd, err = walk(clean, taint)
+		}
+		if errors.Is(err, ErrWritableSymlink) {
+			dropped = append(dropped, fmt.Sprintf("--allow %s left out: %v", p, err))
+			continue
+		}
 		if err != nil {
 			closeAll(out)
-			return nil, fmt.Errorf("--allow %s: %w", p, describe("open", clean, err))
+			var pe *fs.PathError
+			if !errors.As(err, &pe) && !errors.Is(err, ErrBadRoot) {
+				err = describe("open", clean, err)
+			}
+			return nil, nil, fmt.Errorf("--allow %s: %w", p, err)
 		}
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
 			unix.Close(fd)
 			closeAll(out)
-			return nil, fmt.Errorf("--allow %s: %w", p, describe("stat", clean, err))
+			return nil, nil, fmt.Errorf("--allow %s: %w", p, describe("stat", clean, err))
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			unix.Close(fd)
+			closeAll(out)
+			return nil, nil, fmt.Errorf("--allow %s: %w", p, describe("open", clean, unix.ENOTDIR))
 		}
 		out = append(out, allowDir{path: clean, dev: st.Dev, ino: st.Ino, fd: fd})
 	}
-	return out, nil
+	return out, dropped, nil
 }
 
 func closeAll(ds []allowDir) {
@@ -318,9 +341,17 @@ func beneathAny(e *Entry, allow []allowDir) (bool, error) {
 func fileParent(e *Entry) (int, error) {
 	dir, base := parentOf(e.HostPath), e.HostPath[len(parentOf(e.HostPath)):]
 	base = strings.TrimPrefix(base, "/")
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	// HostPath was read back from the pinned descriptor, so it holds no
+	// symlink; one found now was put there since, maybe by the server.
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
-		return -1, err
+		return -1, fmt.Errorf("%s moved while it was being checked; try again", e.HostPath)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Dev != e.dev || st.Ino != e.ino {

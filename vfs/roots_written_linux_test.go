@@ -258,3 +258,30 @@ func TestWriteSetBound(t *testing.T) {
 		t.Fatalf("read-only past the bound: %v", ro.Skipped())
 	}
 }
+
+// TestWrittenAllowDirNotRedirected: --allow directories are resolved for
+// every table too; one the server re-pointed (here below a read-write bind)
+// is dropped while the restriction stays on, so it cannot admit the link's
+// target. The control resolves --allow as before and admits it.
+func TestWrittenAllowDirNotRedirected(t *testing.T) {
+	l := newNested(t)
+	l.plant(t)
+	control := BuildTable(roots(l.secret), TableOptions{Allow: []string{l.app}})
+	defer control.Close()
+	if !holds(control, l.secret) {
+		t.Fatalf("control: the re-pointed --allow should admit %s; skipped %v", l.secret, control.Skipped())
+	}
+	w := NewWriteSet(0)
+	defer w.Close()
+	if err := w.AddPath(l.ws); err != nil {
+		t.Fatal(err)
+	}
+	tab := BuildTable(roots(l.secret), TableOptions{Allow: []string{l.app}, Written: w})
+	defer tab.Close()
+	sk := tab.Skipped()
+	if len(tab.Entries()) != 0 || len(sk) != 1 || !errors.Is(sk[0].Reason, ErrNotAllowed) ||
+		!strings.Contains(sk[0].Reason.Error(), "could have planted") {
+		t.Fatalf("entries %v, skipped %v", hostPaths(tab), sk)
+	}
+	t.Logf("refused: %v", sk[0].Reason)
+}
