@@ -37,11 +37,14 @@
 // directory (by identity, walking ".."). So a host layout such as
 // /home -> /data/home keeps working, while /ws/app swapped by the server for
 // a link to /etc is refused ([ErrWritableSymlink]), also after /ws has left
-// the roots. Inside a recorded tree only real directories are crossed, so a
-// root found there lies inside that tree: a directory the server renamed
-// into place gives it only what it was given earlier in the session. The
-// record lasts as long as the process; a link planted in an earlier session
-// looks like one the person made (--allow bounds what any root may be).
+// the roots. The --allow directories ([TableOptions].Allow) are resolved
+// the same way for every table; one reached through such a link is dropped
+// and the restriction stays on. Inside a recorded tree only real
+// directories are crossed, so a root found there lies inside that tree: a
+// directory the server renamed into place gives it only what it was given
+// earlier in the session. The record lasts as long as the process; a link
+// planted in an earlier session looks like one the person made (--allow
+// bounds what any root may be).
 //
 // A root may be a directory or a single regular file; roots on kernel file
 // systems (proc, sys, cgroup, ...) are refused when the table is built, and
