@@ -25,6 +25,27 @@
 // node identities (go-fuse StableAttr.Gen is the root's incarnation), so a
 // change through one entry cannot redirect another.
 //
+// A root's own path is resolved once, when its table is built, and never
+// through what the sandboxed side could have planted. [TableOptions].Written
+// (a [WriteSet]) records every directory served writable in the session:
+// the writable roots of every table, including the other roots of the table
+// being built, and read-write binds; each is pinned, and the set is bounded
+// ([DefaultWriteLimit]; past it a new writable root is refused rather than
+// recorded). A path without symlinks is opened with RESOLVE_NO_SYMLINKS; any
+// other is walked one component at a time with O_NOFOLLOW, and a symlink is
+// followed only when the directory holding it lies outside every recorded
+// directory (by identity, walking ".."). So a host layout such as
+// /home -> /data/home keeps working, while /ws/app swapped by the server for
+// a link to /etc is refused ([ErrWritableSymlink]), also after /ws has left
+// the roots. The --allow directories ([TableOptions].Allow) are resolved
+// the same way for every table; one reached through such a link is dropped
+// and the restriction stays on. Inside a recorded tree only real
+// directories are crossed, so a root found there lies inside that tree: a
+// directory the server renamed into place gives it only what it was given
+// earlier in the session. The record lasts as long as the process; a link
+// planted in an earlier session looks like one the person made (--allow
+// bounds what any root may be).
+//
 // A root may be a directory or a single regular file; roots on kernel file
 // systems (proc, sys, cgroup, ...) are refused when the table is built, and
 // a lookup that would cross from a root into one of them is EACCES. The

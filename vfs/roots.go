@@ -32,6 +32,13 @@ var (
 	ErrBadRoot = errors.New("bad root")
 	// ErrNotAllowed marks a root that resolves outside every --allow directory.
 	ErrNotAllowed = errors.New("root outside the allowed directories")
+	// ErrWritableSymlink marks a root whose path goes through a symlink in a
+	// directory the sandboxed side can write, or could earlier (see WriteSet):
+	// the server may have planted it to point anywhere.
+	ErrWritableSymlink = errors.New("symlink the server could have planted")
+	// ErrTooManyWritable marks a writable root refused because its WriteSet
+	// is full.
+	ErrTooManyWritable = errors.New("too many writable directories served in this session")
 )
 
 // reservedAlways lists names that no entry may take whatever the options:
@@ -101,11 +108,120 @@ type TableOptions struct {
 	// Allow, when non-empty, admits only roots that resolve (after symlinks)
 	// to one of these directories or to something beneath one of them.
 	// Containment is decided on the resolved inodes, never on path strings.
+	// The directories are resolved for each table like roots; one reached
+	// through a symlink Written refuses is left out, and the restriction
+	// stays on even when none is left.
 	Allow []string
 	// Reserved lists entry names that the view itself uses, such as the
 	// sandbox's runtime placeholders ("usr", "etc", "proc"). A root whose
 	// name would collide is renamed like any other collision.
 	Reserved []string
+	// Written, when set, is the session's record of every directory the
+	// sandboxed side can write or could write earlier. A root whose path
+	// goes through a symlink lying in one of those directories (or beneath
+	// one) is refused with ErrWritableSymlink; the directory entries of the
+	// table, and of the table's other roots while it is built, count as
+	// written unless ReadOnly. Nil follows every symlink (no sandboxed side
+	// writes anything).
+	Written *WriteSet
+	// ReadOnly says the table's roots will be served read-only, so they do
+	// not add to Written.
+	ReadOnly bool
+}
+
+// DefaultWriteLimit is the number of distinct writable directories a WriteSet
+// from NewWriteSet remembers.
+const DefaultWriteLimit = 1024
+
+// WriteSet remembers, for one session, every directory the sandboxed side
+// can write or could write at some point: the writable roots of every table
+// built with it, and what AddPath adds (read-write binds). Anything the
+// server planted there (a symlink, a renamed directory) stays on the host
+// after the root is gone, so the set never forgets. Each member is held by an
+// O_PATH descriptor, so its device and inode numbers cannot be reused by
+// another directory while the session lasts. The set is bounded: once full,
+// a writable root that would add a directory is refused (ErrTooManyWritable)
+// rather than admitted unrecorded. It is safe for concurrent use.
+type WriteSet struct {
+	mu    sync.Mutex
+	limit int
+	fds   map[fileID]int
+}
+
+type fileID struct{ dev, ino uint64 }
+
+// NewWriteSet returns an empty set that holds at most limit directories
+// (DefaultWriteLimit when limit <= 0).
+func NewWriteSet(limit int) *WriteSet {
+	if limit <= 0 {
+		limit = DefaultWriteLimit
+	}
+	return &WriteSet{limit: limit, fds: map[fileID]int{}}
+}
+
+// AddPath records the directory at p (symlinks followed: it comes from the
+// person's command line, before the sandbox starts). A regular file holds no
+// names and is not recorded.
+func (w *WriteSet) AddPath(p string) error {
+	fd, id, isDir, err := pinPath(p)
+	if err != nil {
+		return err
+	}
+	if !isDir {
+		closeFD(fd)
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.addLocked(id, fd)
+}
+
+// addLocked takes ownership of fd.
+func (w *WriteSet) addLocked(id fileID, fd int) error {
+	if _, ok := w.fds[id]; ok {
+		closeFD(fd)
+		return nil
+	}
+	if len(w.fds) >= w.limit {
+		closeFD(fd)
+		return fmt.Errorf("%w (limit %d); restart rootfs to serve others", ErrTooManyWritable, w.limit)
+	}
+	w.fds[id] = fd
+	return nil
+}
+
+// Len returns the number of directories recorded (0 for a nil set).
+func (w *WriteSet) Len() int {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.fds)
+}
+
+// Close releases the descriptors; the set is empty afterwards. A nil set
+// may be closed.
+func (w *WriteSet) Close() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, fd := range w.fds {
+		closeFD(fd)
+		delete(w.fds, id)
+	}
+	return nil
+}
+
+// matchLocked reports whether (dev, ino) is recorded or is in extra.
+func (w *WriteSet) matchLocked(extra map[fileID]bool) func(dev, ino uint64) bool {
+	return func(dev, ino uint64) bool {
+		id := fileID{dev, ino}
+		_, ok := w.fds[id]
+		return ok || extra[id]
+	}
 }
 
 // Entry is one top-level entry of the view. An Entry belongs to its Table and
@@ -187,16 +303,59 @@ func (t *Table) Close() error {
 // EmptyTable returns a table with no entries.
 func EmptyTable() *Table { return &Table{byName: map[string]*Entry{}} }
 
-// BuildTable resolves every root once, following its symlinks, and pins what
-// it finds as an O_PATH descriptor; from then on the view reaches the root
-// only through that descriptor, so renaming or replacing the host path later
-// cannot redirect it. A root that cannot be parsed, resolved or admitted is
-// left out and listed by Skipped without stopping the others. Roots that
-// resolve to the same host inode collapse into the first; nested roots are
-// kept. The result is never nil.
+// BuildTable resolves every root once and pins what it finds as an O_PATH
+// descriptor; from then on the view reaches the root only through that
+// descriptor, so renaming or replacing the host path later cannot redirect
+// it. Symlinks are followed, except (with opts.Written) those lying in a
+// directory the sandboxed side can write or could earlier, including the
+// other writable roots of this same table: a root reached through one is
+// refused. A root that cannot be parsed, resolved or admitted is left out and
+// listed by Skipped without stopping the others. Roots that resolve to the
+// same host inode collapse into the first; nested roots are kept. The result
+// is never nil.
 func BuildTable(roots []Root, opts TableOptions) *Table {
+	w := opts.Written
+	if w == nil {
+		return build(roots, opts, nil, nil)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// The first pass finds this table's own writable directories, so that
+	// the second refuses a root reached through a symlink inside another
+	// root of the same table, as it would once that root had been served:
+	// whether a root is admitted does not depend on the order of fetches.
+	extra := map[fileID]bool{}
+	if !opts.ReadOnly {
+		first := build(roots, opts, w.matchLocked(nil), nil)
+		for _, e := range first.entries {
+			if e.IsDir {
+				extra[fileID{e.dev, e.ino}] = true
+			}
+		}
+		first.Close()
+	}
+	var admit func(*Entry) error
+	if !opts.ReadOnly {
+		admit = func(e *Entry) error {
+			if !e.IsDir {
+				return nil
+			}
+			fd, err := dupFD(e.fd)
+			if err != nil {
+				return err
+			}
+			return w.addLocked(fileID{e.dev, e.ino}, fd)
+		}
+	}
+	return build(roots, opts, w.matchLocked(extra), admit)
+}
+
+// build makes the table; taint (may be nil) matches the directories whose
+// symlinks are not followed, and admit (may be nil) is called for each entry
+// before it is added: an error leaves the root out.
+func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, admit func(*Entry) error) *Table {
 	t := EmptyTable()
-	allow, allowErr := openAllowed(opts.Allow)
+	allow, dropped, allowErr := openAllowed(opts.Allow, taint)
 	defer closeAll(allow)
 	taken := map[string]bool{}
 	for _, n := range reservedAlways {
@@ -205,8 +364,7 @@ func BuildTable(roots []Root, opts TableOptions) *Table {
 	for _, n := range opts.Reserved {
 		taken[n] = true
 	}
-	type ident struct{ dev, ino uint64 }
-	seen := map[ident]bool{}
+	seen := map[fileID]bool{}
 	for _, r := range roots {
 		skip := func(err error) { t.skipped = append(t.skipped, Skipped{Root: r, Reason: err}) }
 		p, err := ParseRoot(r.URI)
@@ -218,22 +376,25 @@ func BuildTable(roots []Root, opts TableOptions) *Table {
 			skip(allowErr)
 			continue
 		}
-		e, err := resolve(p)
+		e, err := resolve(p, taint)
 		if err != nil {
 			skip(fmt.Errorf("root %q: %w", r.URI, err))
 			continue
 		}
 		e.Root = r
-		if seen[ident{e.dev, e.ino}] {
+		if seen[fileID{e.dev, e.ino}] {
 			closeFD(e.fd)
 			continue
 		}
-		if len(allow) > 0 {
+		if len(opts.Allow) > 0 { // even when every --allow directory was dropped
 			ok, err := beneathAny(e, allow)
 			if err != nil || !ok {
 				closeFD(e.fd)
 				if err == nil {
 					err = fmt.Errorf("%w: root %q resolves to %s, which is not within %s", ErrNotAllowed, r.URI, e.HostPath, strings.Join(opts.Allow, ", "))
+					if len(dropped) > 0 {
+						err = fmt.Errorf("%w (%s)", err, strings.Join(dropped, "; "))
+					}
 				} else {
 					err = fmt.Errorf("root %q: checking --allow: %w", r.URI, err)
 				}
@@ -241,7 +402,14 @@ func BuildTable(roots []Root, opts TableOptions) *Table {
 				continue
 			}
 		}
-		seen[ident{e.dev, e.ino}] = true
+		if admit != nil {
+			if err := admit(e); err != nil {
+				closeFD(e.fd)
+				skip(fmt.Errorf("root %q: %w", r.URI, err))
+				continue
+			}
+		}
+		seen[fileID{e.dev, e.ino}] = true
 		e.Name = uniqueName(baseName(e.HostPath), taken)
 		taken[e.Name] = true
 		t.entries = append(t.entries, e)

@@ -67,7 +67,12 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	}
 	v := vfs.NewView(mo.Options(ro.ReadOnly, log))
 	defer v.Close()
-	t := vfs.BuildTable(roots, vfs.TableOptions{Reserved: v.Reserved()})
+	// Whoever uses the mount can plant symlinks in its writable roots; a
+	// root re-read on SIGHUP is never resolved through them.
+	written := vfs.NewWriteSet(0)
+	defer written.Close()
+	topts := vfs.TableOptions{Reserved: v.Reserved(), Written: written, ReadOnly: ro.ReadOnly}
+	t := vfs.BuildTable(roots, topts)
 	if err := mountmgr.CheckMountpoint(dir, t, log); err != nil {
 		t.Close()
 		return err
@@ -101,14 +106,14 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 		case <-served:
 			return fmt.Errorf("%s was unmounted from outside; stopping", m.Dir())
 		case <-hup:
-			reload(&ro, v, m, stderr, log)
+			reload(&ro, topts, v, m, stderr, log)
 		}
 	}
 }
 
 // reload re-reads the roots and swaps them in; on any problem the current
 // view stays and the reason is logged.
-func reload(ro *RootsOptions, v *vfs.View, m *mountmgr.FUSEMount, stderr io.Writer, log *zap.Logger) {
+func reload(ro *RootsOptions, topts vfs.TableOptions, v *vfs.View, m *mountmgr.FUSEMount, stderr io.Writer, log *zap.Logger) {
 	if ro.RootsFile == "" {
 		log.Info("sighup: no --roots-file to re-read; keeping the current view")
 		return
@@ -118,7 +123,7 @@ func reload(ro *RootsOptions, v *vfs.View, m *mountmgr.FUSEMount, stderr io.Writ
 		log.Error("sighup: keeping the current view", zap.Error(err))
 		return
 	}
-	t := vfs.BuildTable(roots, vfs.TableOptions{Reserved: v.Reserved()})
+	t := vfs.BuildTable(roots, topts)
 	if err := m.CheckTable(t); err != nil {
 		t.Close()
 		log.Error("sighup: keeping the current view", zap.Error(err))

@@ -324,3 +324,52 @@ func TestMountCommandStaleMount(t *testing.T) {
 		t.Errorf("mount left behind")
 	}
 }
+
+// TestMountNestedPlanted: whoever uses the mount can swap a nested root for
+// a symlink through an outer writable root; the SIGHUP that re-reads the
+// roots leaves that root out and says why. The negative control is a new
+// session that never served the outer root: it follows the same link.
+func TestMountNestedPlanted(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	top, _ := filepath.EvalSymlinks(t.TempDir())
+	ws, secret := filepath.Join(top, "ws"), filepath.Join(top, "secret")
+	for _, d := range []string{filepath.Join(ws, "app"), secret, filepath.Join(top, "mnt"), filepath.Join(top, "mnt2")} {
+		os.MkdirAll(d, 0o755)
+	}
+	os.WriteFile(filepath.Join(secret, "token"), []byte("T"), 0o644)
+	mnt := filepath.Join(top, "mnt")
+	rootsFile := filepath.Join(top, "roots.json")
+	both := fmt.Sprintf(`{"roots":[{"uri":"file://%s"},{"uri":"file://%s/app"}]}`, ws, ws)
+	writeRoots(t, rootsFile, both)
+	bin := rootfsBinary(t)
+	p := startMount(t, bin, "--roots-file", rootsFile, mnt)
+	if !p.waitFor("rootfs: mounted") {
+		t.Fatalf("not mounted:\n%s", p.output())
+	}
+	// Plant through the mount, as its user would.
+	if err := os.Rename(filepath.Join(mnt, "ws", "app"), filepath.Join(mnt, "ws", "app.orig")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(mnt, "ws", "app")); err != nil {
+		t.Fatal(err)
+	}
+	writeRoots(t, rootsFile, both)
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if !p.waitFor("roots re-read") {
+		t.Fatalf("no swap after SIGHUP:\n%s", p.output())
+	}
+	if got := listing(t, mnt); !slices.Equal(got, []string{"ws"}) || !p.waitFor("could have planted") {
+		t.Fatalf("after planting: listing %q, want [ws]; output:\n%s", got, p.output())
+	}
+
+	// Control: a session that never served ws follows the link.
+	mnt2 := filepath.Join(top, "mnt2")
+	c := startMount(t, bin, "--root", filepath.Join(ws, "app"), mnt2)
+	if !c.waitFor("rootfs: mounted") {
+		t.Fatalf("control not mounted:\n%s", c.output())
+	}
+	if data, err := os.ReadFile(filepath.Join(mnt2, "secret", "token")); err != nil || string(data) != "T" {
+		t.Fatalf("control: %v %q; want the link followed to %s:\n%s", err, data, secret, c.output())
+	}
+}

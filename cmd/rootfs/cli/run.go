@@ -172,7 +172,15 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	vopts.Placeholders = places
 	view := vfs.NewView(vopts)
 	defer view.Close()
-	topts := vfs.TableOptions{Allow: rf.run.Allow, Reserved: view.Reserved()}
+	topts := vfs.TableOptions{Allow: rf.run.Allow, Reserved: view.Reserved(), ReadOnly: rf.roots.ReadOnly}
+	// What the server can write, or could earlier, is never resolved
+	// through: the writable roots of every table, and read-write binds.
+	written, err := writtenSet(spec)
+	if err != nil {
+		return err
+	}
+	defer written.Close()
+	topts.Written = written
 
 	mnt, cleanup, err := mountmgr.PrivateMountDir()
 	if err != nil {
@@ -268,6 +276,25 @@ func (b bridgeView) Swap(t *vfs.Table) error {
 		return err
 	}
 	return b.v.Swap(t)
+}
+
+// writtenSet starts the session's record of what the server can write with
+// the read-write binds (nil under the test-only control build).
+func writtenSet(spec *mountmgr.Spec) (*vfs.WriteSet, error) {
+	if unprotectedNested {
+		return nil, nil
+	}
+	w := vfs.NewWriteSet(0)
+	for _, b := range spec.Binds {
+		if b.ReadOnly {
+			continue
+		}
+		if err := w.AddPath(b.Source); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("--bind %s: %w", b.Source, err)
+		}
+	}
+	return w, nil
 }
 
 func logSkipped(log *zap.Logger, t *vfs.Table) {
