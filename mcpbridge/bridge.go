@@ -52,6 +52,31 @@
 // versions), so a dual-era server never serves it statelessly, where it would fetch roots from
 // the client through MRTR results around rootfs.
 //
+// # Limits
+//
+// Everything a peer can make rootfs hold is bounded, and a message past a bound is refused, never
+// kept: a request gets a JSON-RPC error (code -32000, or -32600 for a malformed one) and its
+// sender is served as before; a notification or a server's response is dropped and logged (the
+// logs of one bound at its 1st, 2nd, 4th, 8th... refusal, so a flood does not flood stderr).
+//
+//   - A message: MaxLine bytes (16 MiB, go-sdk's limit), refused while it is read, unbuffered.
+//   - A batch: 1024 elements (maxBatch); larger ones are refused whole before being split.
+//   - The client's requests in flight to the server: 1024 (maxPending), each id at most 256 bytes
+//     (maxIDLen; ids are counters or UUIDs). Without the id bound one entry could be a MaxLine.
+//   - The server's roots/list waiting for the first roots: 64 (maxWaiters). That window lasts
+//     until the client's roots are known, which a server can stretch by never answering
+//     initialize; a server asks once or twice. Past it the server gets an error at once.
+//     Answered ids remembered for late cancels: 256 (answeredMemory).
+//   - Client messages held for the first roots: 256 (maxHeld) and MaxLine bytes in all: the hold
+//     costs at most one message at the limit.
+//   - Roots in one roots/list result: 1024 (maxRoots), each an entry with a descriptor open.
+//   - Messages rootfs made for a peer that does not read them: 4096 and 4 MiB per peer (ownLimit,
+//     ownBytesLimit); past that they are dropped and logged.
+//
+// So what a hostile peer can make rootfs hold is about 2 × MaxLine of line buffers, one MaxLine
+// held, and a few MiB of tables and queues. The flood test (1M roots/list from a server that never
+// answers initialize, through a bridge in its own process) checks peak RSS stays under 64 MiB.
+//
 // # Concurrency and deadlocks
 //
 // One goroutine reads each side and writes what it forwards itself, straight to the other side's
@@ -187,9 +212,13 @@ type Bridge struct {
 	warnedEmpty                    bool
 	// holding: the first client roots are being fetched; client messages for the server wait
 	// in held (in order) so that a request sent right after initialized sees those roots.
-	holding bool
-	held    [][]byte
-	fetches int // roots/list requests sent to the client (tests)
+	holding              bool
+	held                 [][]byte
+	heldCount, heldBytes int // counted by holdReserve (bounded by maxHeld and MaxLine)
+	fetches              int // roots/list requests sent to the client (tests)
+
+	// Refusals past each limit, for rate-limited logs.
+	refusedWaiters, refusedPending, refusedHeld, refusedBatch, droppedOwn refusalLog
 }
 
 type fetchState struct {
@@ -355,13 +384,13 @@ func (b *Bridge) failPending() {
 // sendClient queues a message rootfs made itself (never blocks).
 func (b *Bridge) sendClient(msg []byte) {
 	if err := b.toClient.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.log.Warn("dropped a message to the client", zap.Error(err))
+		b.droppedOwn.add(b.log, "dropped a message to the client", zap.Error(err))
 	}
 }
 
 func (b *Bridge) sendServer(msg []byte) {
 	if err := b.toServer.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.log.Warn("dropped a message to the server", zap.Error(err))
+		b.droppedOwn.add(b.log, "dropped a message to the server", zap.Error(err))
 	}
 }
 

@@ -102,16 +102,21 @@ type peerWriter struct {
 	// mu guards the fields that follow.
 	mu         sync.Mutex
 	own        [][]byte // rootfs's own messages not yet written (each ends in '\n'), oldest first
+	ownBytes   int      // their total size (bounded by ownBytesLimit)
 	flushing   bool     // a goroutine is writing own
 	closed     bool     // closeAfterDrain or stopNow was called: new messages are refused
 	err        error    // first write error, or errQueueStopped
-	ownDropped int      // own messages dropped because over ownLimit were waiting
+	ownDropped int      // own messages dropped because over ownLimit (or ownBytesLimit) were waiting
 }
 
-var errQueueStopped = errors.New("queue stopped")
+var (
+	errQueueStopped = errors.New("queue stopped")
+	errOwnFull      = errors.New("too many messages queued for a peer that does not read")
+)
 
 // ownLimit bounds rootfs's own pending messages toward one peer (they are small and few:
-// replies, roots/list requests, notifications); beyond it they are dropped and logged.
+// replies, roots/list requests, notifications), and ownBytesLimit their bytes; beyond either
+// they are dropped and logged. They pile up only while that peer does not read.
 const ownLimit = 4096
 
 // keepBuf is the largest copy buffer a peerWriter keeps between messages.
@@ -131,11 +136,12 @@ func (q *peerWriter) send(msg []byte) error {
 		return q.err
 	case q.closed:
 		return errQueueStopped
-	case len(q.own) >= ownLimit:
+	case len(q.own) >= ownLimit || q.ownBytes+len(msg) > ownBytesLimit:
 		q.ownDropped++
-		return errors.New("too many queued messages")
+		return errOwnFull
 	}
 	q.own = append(q.own, msg)
+	q.ownBytes += len(msg)
 	if !q.flushing {
 		q.flushing = true
 		go q.flush()
@@ -162,7 +168,7 @@ func (q *peerWriter) flush() {
 func (q *peerWriter) writeOwnLocked() error {
 	q.mu.Lock()
 	own, err := q.own, q.err
-	q.own = nil
+	q.own, q.ownBytes = nil, 0
 	q.mu.Unlock()
 	if err != nil {
 		return err
@@ -253,7 +259,7 @@ func (q *peerWriter) stopNow() {
 	if q.err == nil {
 		q.err = errQueueStopped
 	}
-	q.own = nil
+	q.own, q.ownBytes = nil, 0
 }
 
 // ---- JSON-RPC envelope ----
@@ -636,4 +642,50 @@ func withNewline(b []byte) []byte {
 	copy(out, b)
 	out[len(b)] = '\n'
 	return out
+}
+
+// memberIter walks the members of a valid JSON object in order, duplicates included, decoding
+// each name as every JSON parser does (escapes included). Lookups on message bytes go through it
+// (or members), never through a search of the raw bytes: `"_\u006deta"` is `_meta` to the peer.
+type memberIter struct {
+	b []byte
+	i int
+}
+
+// newMemberIter returns an iterator over obj; next reports false at once if obj is not an object.
+func newMemberIter(obj []byte) memberIter {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return memberIter{i: len(obj)}
+	}
+	return memberIter{b: obj, i: i + 1}
+}
+
+// next returns the next member's decoded name and raw value.
+func (it *memberIter) next() (key, val []byte, ok bool) {
+	b := it.b
+	i := skipSpace(b, it.i)
+	if i >= len(b) || b[i] != '"' {
+		it.i = len(b)
+		return nil, nil, false
+	}
+	ke := skipString(b, i)
+	key, err := decodeName(b[i:ke])
+	if err != nil {
+		it.i = len(b)
+		return nil, nil, false
+	}
+	i = skipSpace(b, ke)
+	if i >= len(b) || b[i] != ':' {
+		it.i = len(b)
+		return nil, nil, false
+	}
+	vs := skipSpace(b, i+1)
+	ve := skipValue(b, vs)
+	i = skipSpace(b, ve)
+	if i < len(b) && b[i] == ',' {
+		i++
+	}
+	it.i = i
+	return key, b[vs:ve], true
 }

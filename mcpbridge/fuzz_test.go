@@ -96,7 +96,7 @@ func FuzzRouter(f *testing.F) {
 				}
 				els := [][]byte{trimmed(l)}
 				if els[0][0] == '[' {
-					els = elements(els[0])
+					els, _ = elements(els[0], maxBatch)
 				}
 				for _, el := range els {
 					e, err := parseMessage(el)
@@ -110,8 +110,10 @@ func FuzzRouter(f *testing.F) {
 						t.Fatalf("to %s: rootfs id leaked: %q", who, el)
 					}
 					if e.method == methodCancelled {
-						if _, s, ok := requestIDKey(e.params); ok && b.ours(s) {
-							t.Fatalf("to %s: cancel of a rootfs id leaked: %q", who, el)
+						for _, c := range cancelledIDs(e.params) {
+							if b.ours(c.idStr) {
+								t.Fatalf("to %s: cancel of a rootfs id leaked: %q", who, el)
+							}
 						}
 					}
 				}

@@ -96,11 +96,7 @@ func (b *Bridge) handleFetchReply(e *envelope) {
 
 	changed := false
 	if e.errRaw != nil {
-		var we struct {
-			Code    int64  `json:"code"`
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal(e.errRaw, &we)
+		we := readError(e.errRaw)
 		if we.Code == codeMethodNotFound {
 			b.mu.Lock()
 			b.rootsUnsupported = true
@@ -197,6 +193,9 @@ func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
 	if r.Roots == nil {
 		return nil, errors.New("roots missing or null")
 	}
+	if len(*r.Roots) > maxRoots {
+		return nil, fmt.Errorf("%d roots; rootfs serves at most %d", len(*r.Roots), maxRoots)
+	}
 	roots := make([]vfs.Root, 0, len(*r.Roots))
 	for i, raw := range *r.Roots {
 		var w struct {
@@ -241,10 +240,23 @@ func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
 // serverRootsList answers the server's roots/list from the current table, or waits (at most
 // RootsTimeout) for the first roots.
 func (b *Bridge) serverRootsList(e *envelope) {
+	if len(e.id) > maxIDLen {
+		b.sendServer(errorReply(e.id, codeInvalidRequest,
+			fmt.Sprintf("invalid request: an id of %d bytes; rootfs keeps ids of at most %d (use a shorter id)", len(e.id), maxIDLen)))
+		return
+	}
 	key := e.idKey()
 	b.mu.Lock()
 	if !b.rootsKnown {
-		if old := b.waiters[key]; old != nil {
+		old := b.waiters[key]
+		if old == nil && len(b.waiters) >= maxWaiters {
+			b.mu.Unlock()
+			b.refusedWaiters.add(b.log, "refused a server roots/list: too many waiting for the first roots", zap.Int("max_waiters", maxWaiters))
+			b.sendServer(errorReply(e.id, codeLimit, fmt.Sprintf(
+				"rootfs: %d roots/list requests already wait for the client's first roots; retry once initialization is complete", maxWaiters)))
+			return
+		}
+		if old != nil {
 			old.timer.Stop()
 		}
 		b.waiters[key] = &waiter{id: append(json.RawMessage(nil), e.id...), timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.waiterTimedOut(key) })}
@@ -320,16 +332,41 @@ func (b *Bridge) swallowCancel(key string) bool {
 
 // forwardToServer forwards a client message to the server, or holds a client request or
 // notification while the first client roots are being fetched (see releaseHeld). Responses to
-// the server's own requests are never held: the server may be waiting for them.
-func (b *Bridge) forwardToServer(msg []byte) {
+// the server's own requests (responses: msg holds nothing else) are never held: the server may
+// be waiting for them. What is held was counted by holdReserve when it was routed.
+func (b *Bridge) forwardToServer(msg []byte, responses bool) {
 	b.mu.Lock()
-	if b.holding && !isResponse(msg) {
+	if b.holding && !responses {
 		b.held = append(b.held, append([]byte(nil), msg...)) // msg points into the line buffer
 		b.mu.Unlock()
 		return
 	}
 	b.mu.Unlock()
 	_ = b.toServer.forward(msg) // fails only once the bridge is shutting down or the server broke
+}
+
+// isHolding reports whether client messages for the server are being held.
+func (b *Bridge) isHolding() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.holding
+}
+
+// holdReserve counts a client request or notification of n bytes toward the hold, when messages
+// are held, and reports false (nothing counted) if it would pass maxHeld messages or MaxLine
+// bytes: the caller then refuses it.
+func (b *Bridge) holdReserve(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.holding {
+		return true
+	}
+	if b.heldCount >= maxHeld || b.heldBytes+n > b.opts.MaxLine {
+		return false
+	}
+	b.heldCount++
+	b.heldBytes += n
+	return true
 }
 
 // releaseHeld forwards, in order, what the client sent between its initialized and the first
@@ -344,32 +381,43 @@ func (b *Bridge) releaseHeld() {
 		b.held = nil
 		if len(batch) == 0 {
 			b.holding = false
+			b.heldCount, b.heldBytes = 0, 0
 			b.mu.Unlock()
 			return
 		}
 		b.mu.Unlock()
-		if len(batch) > 0 {
-			b.log.Debug("releasing client messages held for the first roots", zap.Int("messages", len(batch)))
-		}
+		b.log.Debug("releasing client messages held for the first roots", zap.Int("messages", len(batch)))
 		for _, m := range batch {
 			_ = b.toServer.forward(m)
 		}
 	}
 }
 
-// isResponse reports whether msg (a message or a batch) holds only responses.
-func isResponse(msg []byte) bool {
-	els := [][]byte{msg}
-	if t := trimmed(msg); len(t) > 0 && t[0] == '[' {
-		els = elements(t)
-	}
-	for _, el := range els {
-		var m struct {
-			Method *string `json:"method"`
+// wireError is the code and message of a JSON-RPC error object.
+type wireError struct {
+	Code    int64
+	Message string
+}
+
+// readError reads a JSON-RPC error object by exact, decoded member names (encoding/json would
+// also match "CODE"); of duplicates the last counts, as in JavaScript's JSON.parse.
+func readError(raw json.RawMessage) wireError {
+	var we wireError
+	it := newMemberIter(raw)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return we
 		}
-		if json.Unmarshal(el, &m) != nil || m.Method != nil {
-			return false
+		switch string(k) {
+		case "code":
+			if isInteger(v) {
+				we.Code, _ = strconv.ParseInt(string(v), 10, 64)
+			}
+		case "message":
+			if v[0] == '"' {
+				we.Message, _ = decodeString(v)
+			}
 		}
 	}
-	return true
 }

@@ -1,7 +1,6 @@
 package mcpbridge
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,6 +74,7 @@ func (b *Bridge) serverLoop() {
 
 // route is what handling one message decided.
 type route struct {
+	kind  kind   // of the message routed (0: refused before it was parsed)
 	fwd   []byte // bytes to forward (the message itself, or an edited copy); nil: not forwarded
 	reply []byte // rootfs's own reply to the sender (ends in '\n'); nil: none
 	after func() // run after fwd is written (or held)
@@ -97,7 +97,7 @@ func (b *Bridge) handleClientLine(line []byte) {
 	}
 	r := b.routeClient(t)
 	if r.fwd != nil {
-		b.forwardToServer(r.fwd)
+		b.forwardToServer(r.fwd, r.kind == kindResponse)
 	}
 	if r.reply != nil {
 		b.sendClient(r.reply)
@@ -108,18 +108,30 @@ func (b *Bridge) handleClientLine(line []byte) {
 }
 
 func (b *Bridge) clientBatch(t []byte) {
-	els := elements(t)
+	els, ok := elements(t, maxBatch)
+	if !ok {
+		b.refusedBatch.add(b.log, "refused a batch over the limit from the client", zap.Int("max_batch", maxBatch))
+		b.sendClient(errorReply(nil, codeInvalidRequest,
+			fmt.Sprintf("invalid request: a batch of more than %d messages; rootfs refuses larger batches (send fewer at once)", maxBatch)))
+		return
+	}
 	if len(els) == 0 {
 		b.sendClient(errorReply(nil, codeInvalidRequest, "invalid request: empty batch"))
 		return
 	}
 	var fwds, replies [][]byte
 	var afters []func()
-	verbatim := true
+	// While messages are held, a batch is held rebuilt from its forwarded elements, whose bytes
+	// the hold has counted (the line's whitespace is not).
+	verbatim := !b.isHolding()
+	responses := true
 	for _, el := range els {
 		r := b.routeClient(el)
 		if r.fwd == nil || !sameBytes(r.fwd, el) {
 			verbatim = false
+		}
+		if r.fwd != nil && r.kind != kindResponse {
+			responses = false
 		}
 		if r.fwd != nil {
 			fwds = append(fwds, r.fwd)
@@ -133,9 +145,9 @@ func (b *Bridge) clientBatch(t []byte) {
 	}
 	switch {
 	case verbatim:
-		b.forwardToServer(t)
+		b.forwardToServer(t, responses)
 	case len(fwds) > 0:
-		b.forwardToServer(arrayOf(fwds))
+		b.forwardToServer(arrayOf(fwds), responses)
 	}
 	if len(replies) > 0 {
 		b.sendClient(withNewline(arrayOf(trimNewlines(replies))))
@@ -164,10 +176,6 @@ func (b *Bridge) routeClient(el []byte) route {
 		case methodDiscover:
 			// Force the legacy era (initialize) until modern-era bridging exists.
 			return route{reply: errorReply(e.id, codeMethodNotFound, "method not found: server/discover (rootfs speaks the initialize handshake)")}
-		case methodInitialize:
-			fwd := b.editInitialize(&e)
-			b.addPending(&e)
-			return route{fwd: fwd}
 		}
 		if v, ok := modernVersion(e.params); ok {
 			// A 2026-07-28 request would let a dual-era server run statelessly and fetch roots
@@ -176,26 +184,51 @@ func (b *Bridge) routeClient(el []byte) route {
 			b.log.Warn("refused a modern-era request", zap.String("method", e.method), zap.String("version", v))
 			return route{reply: unsupportedVersionReply(e.id, v)}
 		}
-		b.addPending(&e)
-		return route{fwd: el}
+		if len(e.id) > maxIDLen {
+			return route{reply: errorReply(e.id, codeInvalidRequest,
+				fmt.Sprintf("invalid request: an id of %d bytes; rootfs keeps ids of at most %d (use a shorter id)", len(e.id), maxIDLen))}
+		}
+		if !b.addPending(&e) {
+			b.refusedPending.add(b.log, "refused a client request over the in-flight limit", zap.Int("max_pending", maxPending))
+			return route{reply: errorReply(e.id, codeLimit,
+				fmt.Sprintf("rootfs: %d requests to the server are already in flight; wait for some to be answered", maxPending))}
+		}
+		if !b.holdReserve(len(el)) {
+			b.removePending(&e)
+			b.refusedHeld.add(b.log, "refused a client request: too many messages held for the first roots",
+				zap.String("method", e.method), zap.Int("max_held", maxHeld))
+			return route{reply: errorReply(e.id, codeLimit, fmt.Sprintf(
+				"rootfs: still fetching the client's first roots and already holding %d messages (or %d bytes) for the server; retry once roots/list is answered", maxHeld, b.opts.MaxLine))}
+		}
+		if e.method == methodInitialize {
+			return route{kind: kindRequest, fwd: b.editInitialize(&e)}
+		}
+		return route{kind: kindRequest, fwd: el}
 	case kindNotification:
 		switch e.method {
 		case methodInitialized:
-			return route{fwd: el, after: b.onInitialized}
+			return route{kind: kindNotification, fwd: el, after: b.onInitialized}
 		case methodRootsChanged:
 			return route{after: b.requestFetch}
 		case methodCancelled:
-			key, idStr, ok := requestIDKey(e.params)
-			if ok && b.ours(idStr) {
-				return route{}
+			ids := cancelledIDs(e.params)
+			for _, c := range ids {
+				if b.ours(c.idStr) {
+					return route{}
+				}
 			}
-			if ok {
-				b.mu.Lock()
-				delete(b.pending, key)
-				b.mu.Unlock()
+			b.mu.Lock()
+			for _, c := range ids {
+				delete(b.pending, c.key)
 			}
+			b.mu.Unlock()
 		}
-		return route{fwd: el}
+		if !b.holdReserve(len(el)) {
+			b.refusedHeld.add(b.log, "dropped a client notification: too many messages held for the first roots",
+				zap.String("method", e.method), zap.Int("max_held", maxHeld))
+			return route{}
+		}
+		return route{kind: kindNotification, fwd: el}
 	default: // response
 		if e.id == nil {
 			b.log.Warn("dropped an error reply with a null id from the client", zap.String("line", lineSnippet(el)))
@@ -206,33 +239,41 @@ func (b *Bridge) routeClient(el []byte) route {
 			*fe = e
 			return route{after: func() { b.handleFetchReply(fe) }}
 		}
-		return route{fwd: el}
+		return route{kind: kindResponse, fwd: el}
 	}
 }
 
 // metaProtocolVersion is the 2026-07-28 per-request version key.
 const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
 
-// modernVersion reports the params._meta protocol version when it names the modern era.
+// modernVersion reports the params._meta protocol version when it names the modern era. It
+// decides on decoded names and values, as the server will read them: any spelling of the key
+// (escapes included) counts, and so does any of duplicate _meta objects or keys, since parsers
+// disagree on which duplicate wins.
 func modernVersion(params json.RawMessage) (string, bool) {
-	if len(params) == 0 || params[0] != '{' || !bytes.Contains(params, []byte(`protocolVersion`)) {
-		return "", false
+	it := newMemberIter(params)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return "", false
+		}
+		if string(k) != "_meta" {
+			continue
+		}
+		mit := newMemberIter(v)
+		for {
+			mk, mv, ok := mit.next()
+			if !ok {
+				break
+			}
+			if string(mk) != metaProtocolVersion || mv[0] != '"' {
+				continue
+			}
+			if s, err := decodeString(mv); err == nil && s >= "2026-07-28" {
+				return s, true
+			}
+		}
 	}
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return "", false
-	}
-	raw, ok := p.Meta[metaProtocolVersion]
-	if !ok {
-		return "", false
-	}
-	var v string
-	if json.Unmarshal(raw, &v) != nil || v < "2026-07-28" {
-		return "", false
-	}
-	return v, true
 }
 
 // legacyVersions are the protocol versions rootfs bridges (the initialize-based ones).
@@ -255,16 +296,30 @@ func (b *Bridge) ours(idStr string) bool {
 	return len(idStr) >= len(b.prefix) && idStr[:len(b.prefix)] == b.prefix
 }
 
-// addPending records a request forwarded to the server. An integer id is kept only in its key
-// (see pendingID); a string id is copied (e.id points into the line buffer).
-func (b *Bridge) addPending(e *envelope) {
+// addPending records a request forwarded to the server, unless maxPending are in flight. An
+// integer id is kept only in its key (see pendingID); a string id is copied (e.id points into
+// the line buffer).
+func (b *Bridge) addPending(e *envelope) bool {
+	var kb [48]byte
+	key := e.appendKey(kb[:0])
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, dup := b.pending[string(key)]; !dup && len(b.pending) >= maxPending {
+		return false
+	}
 	var id json.RawMessage
 	if e.id[0] == '"' {
 		id = append(json.RawMessage(nil), e.id...)
 	}
+	b.pending[string(key)] = id
+	return true
+}
+
+// removePending forgets a request recorded by addPending that was not forwarded after all.
+func (b *Bridge) removePending(e *envelope) {
 	key := e.idKey()
 	b.mu.Lock()
-	b.pending[key] = id
+	delete(b.pending, key)
 	b.mu.Unlock()
 }
 
@@ -334,7 +389,11 @@ func (b *Bridge) routeServerLine(line []byte) []byte {
 		return nil
 	}
 	if t[0] == '[' {
-		els := elements(t)
+		els, ok := elements(t, maxBatch)
+		if !ok {
+			b.refusedBatch.add(b.log, "dropped a batch over the limit from the server", zap.Int("max_batch", maxBatch))
+			return nil
+		}
 		var fwds [][]byte
 		verbatim := len(els) > 0
 		for _, el := range els {
@@ -378,8 +437,10 @@ func (b *Bridge) routeServer(el []byte) route {
 		return route{fwd: el}
 	case kindNotification:
 		if e.method == methodCancelled {
-			if key, _, ok := requestIDKey(e.params); ok && b.swallowCancel(key) {
-				return route{}
+			for _, c := range cancelledIDs(e.params) {
+				if b.swallowCancel(c.key) {
+					return route{}
+				}
 			}
 		}
 		return route{fwd: el}
@@ -402,39 +463,46 @@ func (b *Bridge) routeServer(el []byte) route {
 	}
 }
 
-// requestIDKey reads params.requestId of a notifications/cancelled.
-func requestIDKey(params json.RawMessage) (key, idStr string, ok bool) {
-	if len(params) == 0 || params[0] != '{' {
-		return "", "", false
-	}
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
-		return "", "", false
-	}
-	id := p.RequestID
-	switch c := id[0]; {
-	case c == '"':
-		s, err := decodeString(id)
-		if err != nil {
-			return "", "", false
-		}
-		return "s:" + s, s, true
-	case isInteger(id):
-		return "n:" + string(id), "", true
-	}
-	return "", "", false
+// cancelledID is one params.requestId of a notifications/cancelled.
+type cancelledID struct {
+	key, idStr string
 }
 
-// elements splits a valid JSON array into its element values.
-func elements(b []byte) [][]byte {
+// cancelledIDs reads params.requestId of a notifications/cancelled: every member whose decoded
+// name is exactly requestId (a duplicate is read by some peers and not others, so each counts).
+func cancelledIDs(params json.RawMessage) []cancelledID {
+	var out []cancelledID
+	it := newMemberIter(params)
+	for {
+		k, id, ok := it.next()
+		if !ok {
+			return out
+		}
+		if string(k) != "requestId" {
+			continue
+		}
+		switch c := id[0]; {
+		case c == '"':
+			if s, err := decodeString(id); err == nil {
+				out = append(out, cancelledID{key: "s:" + s, idStr: s})
+			}
+		case isInteger(id):
+			out = append(out, cancelledID{key: "n:" + string(id)})
+		}
+	}
+}
+
+// elements splits a valid JSON array into its element values; ok is false when it has more than
+// max (nothing is kept for them).
+func elements(b []byte, max int) (out [][]byte, ok bool) {
 	i := skipSpace(b, 0) + 1
-	var out [][]byte
 	for {
 		i = skipSpace(b, i)
 		if i >= len(b) || b[i] == ']' {
-			return out
+			return out, true
+		}
+		if len(out) == max {
+			return nil, false
 		}
 		j := skipValue(b, i)
 		out = append(out, b[i:j])
