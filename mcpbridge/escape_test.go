@@ -110,3 +110,30 @@ func TestEscapedMethodsAndKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestIDSpellingsMatch: an id is matched by its value, as the peers parse it: a server that
+// answers -0 with 0 (JavaScript's JSON.stringify(-0) is "0") or "\u0061" with "a" still reaches
+// the client. The control is the old map key, built from the integer's bytes: "-0" and "0"
+// differed, so the answer was dropped and the client waited forever.
+func TestIDSpellingsMatch(t *testing.T) {
+	oldKey := func(raw string) string { return "n:" + raw }
+	if oldKey("-0") == oldKey("0") {
+		t.Fatal("control: the old keys of -0 and 0 are equal")
+	}
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	for _, tt := range []struct{ sent, answered string }{
+		{"-0", "0"},
+		{`"\u0061"`, `"a"`},
+		{`"b"`, `"\u0062"`},
+	} {
+		h.clientSend(ping(tt.sent))
+		expect(t, h.serverRecv(), ping(tt.sent))
+		reply := `{"jsonrpc":"2.0","id":` + tt.answered + `,"result":{}}`
+		h.serverSend(reply)
+		expect(t, h.clientRecv(), reply)
+	}
+	if n := h.logs.FilterMessage("dropped a reply from the server to no pending request").Len(); n != 0 {
+		t.Errorf("%d replies dropped", n)
+	}
+}
