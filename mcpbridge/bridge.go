@@ -75,6 +75,9 @@
 //   - Roots in one roots/list result: 1024 (maxRoots), each an entry with a descriptor open.
 //   - Messages rootfs made for a peer that does not read them: 4096 and 4 MiB per peer (ownLimit,
 //     ownBytesLimit); past that they are dropped and logged.
+//   - The server's requests to the client, and the client's answers to them, are forwarded
+//     without keeping anything, so they need no table; rootfs's own roots/list to the client is
+//     one in flight and one queued, however many list_changed arrive.
 //
 // So what a hostile peer can make rootfs hold is about 2 × MaxLine of line buffers, one MaxLine
 // held, and a few MiB of tables and queues. The flood test (1M roots/list from a server that never
