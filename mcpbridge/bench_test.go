@@ -5,7 +5,9 @@ import (
 	"context"
 	"io"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
@@ -82,4 +84,32 @@ func BenchmarkForward(b *testing.B) {
 		cancel()
 		<-done
 	})
+}
+
+type nopWC struct{ io.Writer }
+
+func (nopWC) Close() error { return nil }
+
+// BenchmarkRoute measures the router alone for one round trip (a client request forwarded, the
+// server's reply forwarded), with both peers writing to io.Discard: no pipes, no scheduler.
+func BenchmarkRoute(b *testing.B) {
+	br, err := New(Options{
+		ClientIn: strings.NewReader(""), ClientOut: io.Discard,
+		ServerIn: nopWC{io.Discard}, ServerOut: strings.NewReader(""),
+		View: newTestView(nil), Build: func([]vfs.Root) *vfs.Table { return vfs.EmptyTable() },
+		RootsTimeout: time.Hour, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	br.toClient = newPeerWriter(io.Discard, nil)
+	br.toServer = newPeerWriter(io.Discard, nil)
+	req := []byte(benchRequest[:len(benchRequest)-1])
+	rep := []byte(benchReply[:len(benchReply)-1])
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		br.fromClient(req)
+		br.fromServer(rep)
+	}
 }

@@ -18,7 +18,9 @@
 // far enough to route it (id, method, presence of result/error); a message rootfs does not own
 // is written to the other side exactly as it arrived, plus '\n'. Messages with duplicate
 // top-level member names, a jsonrpc other than "2.0", or an id that is not a string or an integer
-// are refused, so that what rootfs routes is what every peer parses. From the client, a line that
+// are refused, so that what rootfs routes is what every peer parses; for the same reason every
+// name rootfs looks up is decoded as a parser decodes it (escapes included), never searched for in
+// the raw bytes. From the client, a line that
 // is not JSON gets a -32700 reply and an invalid message a -32600 reply (id null); from the
 // server, such lines (start-up banners) are dropped with a warning. A line over MaxLine is
 // discarded without being buffered and reported the same way. 2025-03-26 batches (arrays) are
@@ -42,7 +44,8 @@
 //
 // rootfs's own requests to the client use string ids "rootfs-<64-bit random nonce>-<n>": a
 // server cannot produce them without seeing them, and the server never sees them (a client
-// message carrying one is never forwarded). Server ids pass unchanged in both directions.
+// message carrying one is never forwarded). Server ids pass unchanged in both directions. Ids are
+// compared by value, as the peers parse them ("\u0061" is "a", -0 is 0), never by spelling.
 //
 // # Era
 //
@@ -51,6 +54,44 @@
 // protocol version 2026-07-28 or later is refused with -32022 (data.supported lists the legacy
 // versions), so a dual-era server never serves it statelessly, where it would fetch roots from
 // the client through MRTR results around rootfs.
+//
+// # Limits
+//
+// Everything a peer can make rootfs hold is bounded, and a message past a bound is refused, never
+// kept: a request gets a JSON-RPC error (code -32000, or -32600 for a malformed one) and its
+// sender is served as before; a notification or a server's response is dropped and logged (the
+// logs of one bound at its 1st, 2nd, 4th, 8th... refusal, so a flood does not flood stderr).
+//
+//   - A message: MaxLine bytes (16 MiB, go-sdk's limit), refused while it is read, unbuffered.
+//   - A batch: 1024 elements (maxBatch); larger ones are refused whole before being split.
+//   - The client's requests in flight to the server: 1024 (maxPending), each id at most 256 bytes
+//     (maxIDLen; ids are counters or UUIDs). Without the id bound one entry could be a MaxLine.
+//   - The server's roots/list waiting for the first roots: 64 (maxWaiters). That window lasts
+//     until the client's roots are known, which a server can stretch by never answering
+//     initialize; a server asks once or twice. Past it the server gets an error at once.
+//     Answered ids remembered for late cancels: 256 (answeredMemory).
+//   - Client messages held for the first roots: 256 (maxHeld) and MaxLine bytes in all: the hold
+//     costs at most one message at the limit.
+//   - Roots in one roots/list result: 1024 (maxRoots), each an entry with a descriptor open.
+//   - Messages rootfs made for a peer that does not read them: 4096 and 4 MiB per peer (ownLimit,
+//     ownBytesLimit); past that they are dropped and logged.
+//   - The server's requests to the client, and the client's answers to them, are forwarded
+//     without keeping anything, so they need no table; rootfs's own roots/list to the client is
+//     one in flight and one queued, however many list_changed arrive.
+//
+// So what a hostile peer can make rootfs hold is about 2 × MaxLine of line buffers, one MaxLine
+// held, and a few MiB of tables and queues. The flood test (1M roots/list from a server that never
+// answers initialize, through a bridge in its own process) checks peak RSS stays under 64 MiB.
+//
+// # Files
+//
+// wire.go is the wire format and nothing else (no I/O, no state): the JSON scanner, the routing
+// envelope and its typed id (msgID), the replies, requests and notifications rootfs writes, one
+// batch split and join for both directions. frame.go is the transport: bounded line reading and
+// one write(2) per message. router.go reads each side and decides, per message, what to answer,
+// forward or hold. Two small types keep the session's state, each under its own lock:
+// forwarded.go (the client's requests in flight) and roots.go (the roots state machine: fetch,
+// queue, hold, waiters; and the Bridge's I/O for it). limits.go holds the limits below.
 //
 // # Concurrency and deadlocks
 //
@@ -75,7 +116,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -152,6 +192,10 @@ const (
 )
 
 // Bridge routes one MCP session. Create it with New; Run it once.
+//
+// Its state is in small types, each with its own lock: the peers' writers (peerWriter), the
+// client's requests in flight (forwarded) and the roots state machine (rootsState). The wire
+// format is in wire.go; the Bridge holds no lock of its own across a call into them.
 type Bridge struct {
 	opts   Options
 	log    *zap.Logger
@@ -159,47 +203,19 @@ type Bridge struct {
 
 	toClient *peerWriter
 	toServer *peerWriter
-	ended    chan endCause // first side to end
-	done     chan struct{} // closed when Run returns; late handlers do nothing
-	ran      atomic.Bool
-	closing  chan struct{} // closed when Run starts shutting down
+	pending  *forwarded  // the client's requests forwarded to the server, not yet answered
+	roots    *rootsState // fetch, queue, hold, waiters
+
+	ended   chan endCause // first side to end
+	done    chan struct{} // closed when Run returns; late handlers do nothing
+	ran     atomic.Bool
+	closing chan struct{} // closed when Run starts shutting down
 	// hmu is held (shared) while a line or timer is handled and taken exclusively by Run before it
 	// returns, so that no handler touches the View after Run returned.
 	hmu sync.RWMutex
 
-	// mu guards the fields that follow. Lock order: mu, then a peerWriter's mu; mu is never held
-	// across a write (a peerWriter's wmu).
-	mu sync.Mutex
-	// pending are the client's requests forwarded to the server and not yet answered, by idKey;
-	// the value is the id for a string id, nil for an integer one (see pendingID).
-	pending map[string]json.RawMessage
-	// clientRoots: the client's initialize declared an object "roots" capability.
-	clientRoots, clientListChanged bool
-	initialized                    bool // client sent notifications/initialized
-	rootsUnsupported               bool // client answered roots/list with -32601
-	rootsKnown                     bool // first roots settled (fetched, fallen back, or timed out)
-	seq                            int
-	fetch                          *fetchState // rootfs's roots/list in flight, or nil
-	fetchQueued                    bool
-	waiters                        map[string]*waiter // server roots/list waiting for the first roots
-	answered                       []string           // recent rootfs-answered server ids (ring)
-	answeredSet                    map[string]bool
-	warnedEmpty                    bool
-	// holding: the first client roots are being fetched; client messages for the server wait
-	// in held (in order) so that a request sent right after initialized sees those roots.
-	holding bool
-	held    [][]byte
-	fetches int // roots/list requests sent to the client (tests)
-}
-
-type fetchState struct {
-	id    string
-	timer *time.Timer
-}
-
-type waiter struct {
-	id    json.RawMessage
-	timer *time.Timer
+	// Refusals past each limit, for rate-limited logs.
+	refusedWaiters, refusedPending, refusedHeld, refusedBatch, droppedOwn refusalLog
 }
 
 type endCause struct {
@@ -238,17 +254,19 @@ func New(opts Options) (*Bridge, error) {
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, fmt.Errorf("mcpbridge: random id nonce: %w", err)
 	}
-	return &Bridge{
-		opts:        opts,
-		log:         log,
-		prefix:      "rootfs-" + hex.EncodeToString(nonce[:]) + "-",
-		ended:       make(chan endCause, 4),
-		done:        make(chan struct{}),
-		closing:     make(chan struct{}),
-		pending:     map[string]json.RawMessage{},
-		waiters:     map[string]*waiter{},
-		answeredSet: map[string]bool{},
-	}, nil
+	prefix := "rootfs-" + hex.EncodeToString(nonce[:]) + "-"
+	b := &Bridge{
+		opts:    opts,
+		log:     log,
+		prefix:  prefix,
+		pending: newForwarded(),
+		roots:   newRootsState(prefix, opts.RootsTimeout, opts.MaxLine),
+		ended:   make(chan endCause, 4),
+		done:    make(chan struct{}),
+		closing: make(chan struct{}),
+	}
+	b.roots.onFetchTimeout, b.roots.onWaiterTimeout = b.fetchTimedOut, b.waiterTimedOut
+	return b, nil
 }
 
 // Run routes messages until one side ends or ctx is done, and returns an error wrapping
@@ -324,28 +342,13 @@ func (b *Bridge) isDone() bool {
 	}
 }
 
-func (b *Bridge) stopTimers() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.fetch != nil {
-		b.fetch.timer.Stop()
-	}
-	for _, w := range b.waiters {
-		w.timer.Stop()
-	}
-}
+func (b *Bridge) stopTimers() { b.roots.stopTimers() }
 
 // failPending answers every forwarded client request the server left unanswered.
 func (b *Bridge) failPending() {
-	b.mu.Lock()
-	ids := make([]json.RawMessage, 0, len(b.pending))
-	for k, id := range b.pending {
-		ids = append(ids, pendingID(k, id))
-		delete(b.pending, k)
-	}
-	b.mu.Unlock()
+	ids := b.pending.drain()
 	for _, id := range ids {
-		b.sendClient(errorReply(id, codeInternalError, "the mcp server exited before answering (rootfs)"))
+		b.sendClient(errorReply(id, codeInternalError, "the mcp server exited before answering (rootfs)", nil))
 	}
 	if len(ids) > 0 {
 		b.log.Warn("server exited with requests pending; answered them with errors", zap.Int("requests", len(ids)))
@@ -355,74 +358,12 @@ func (b *Bridge) failPending() {
 // sendClient queues a message rootfs made itself (never blocks).
 func (b *Bridge) sendClient(msg []byte) {
 	if err := b.toClient.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.log.Warn("dropped a message to the client", zap.Error(err))
+		b.droppedOwn.add(b.log, "dropped a message to the client", zap.Error(err))
 	}
 }
 
 func (b *Bridge) sendServer(msg []byte) {
 	if err := b.toServer.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.log.Warn("dropped a message to the server", zap.Error(err))
+		b.droppedOwn.add(b.log, "dropped a message to the server", zap.Error(err))
 	}
-}
-
-// ---- replies ----
-
-func errorReply(id json.RawMessage, code int, message string) []byte {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	m, _ := json.Marshal(message)
-	out := make([]byte, 0, 64+len(id)+len(m))
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
-	out = append(out, `,"error":{"code":`...)
-	out = fmt.Appendf(out, "%d", code)
-	out = append(out, `,"message":`...)
-	out = append(out, m...)
-	out = append(out, "}}\n"...)
-	return out
-}
-
-func resultReply(id json.RawMessage, result []byte) []byte {
-	out := make([]byte, 0, 40+len(id)+len(result))
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
-	out = append(out, `,"result":`...)
-	out = append(out, result...)
-	out = append(out, "}\n"...)
-	return out
-}
-
-// joinBatch makes one JSON array line of messages that each end in '\n'.
-func joinBatch(msgs [][]byte) []byte {
-	if len(msgs) == 1 {
-		return msgs[0]
-	}
-	out := []byte{'['}
-	for i, m := range msgs {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, m[:len(m)-1]...)
-	}
-	return append(out, ']', '\n')
-}
-
-// trimmed returns b without leading and trailing JSON whitespace.
-func trimmed(b []byte) []byte {
-	i := skipSpace(b, 0)
-	j := len(b)
-	for j > i && (b[j-1] == ' ' || b[j-1] == '\t' || b[j-1] == '\r' || b[j-1] == '\n') {
-		j--
-	}
-	return b[i:j]
-}
-
-// lineSnippet is a log-safe prefix of a line.
-func lineSnippet(b []byte) string {
-	const max = 200
-	if len(b) > max {
-		return string(b[:max]) + "…"
-	}
-	return string(b)
 }

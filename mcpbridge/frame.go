@@ -1,13 +1,12 @@
 package mcpbridge
 
+// This file is the transport: newline-delimited frames read with a bounded buffer, and written
+// one write(2) per message. It knows nothing of JSON (see wire.go).
+
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -100,18 +99,22 @@ type peerWriter struct {
 	buf []byte // a forwarded message and its '\n', when they are not contiguous already (wmu)
 
 	// mu guards the fields that follow.
-	mu         sync.Mutex
-	own        [][]byte // rootfs's own messages not yet written (each ends in '\n'), oldest first
-	flushing   bool     // a goroutine is writing own
-	closed     bool     // closeAfterDrain or stopNow was called: new messages are refused
-	err        error    // first write error, or errQueueStopped
-	ownDropped int      // own messages dropped because over ownLimit were waiting
+	mu       sync.Mutex
+	own      [][]byte // rootfs's own messages not yet written (each ends in '\n'), oldest first
+	ownBytes int      // their total size (bounded by ownBytesLimit)
+	flushing bool     // a goroutine is writing own
+	closed   bool     // closeAfterDrain or stopNow was called: new messages are refused
+	err      error    // first write error, or errQueueStopped
 }
 
-var errQueueStopped = errors.New("queue stopped")
+var (
+	errQueueStopped = errors.New("queue stopped")
+	errOwnFull      = errors.New("too many messages queued for a peer that does not read")
+)
 
 // ownLimit bounds rootfs's own pending messages toward one peer (they are small and few:
-// replies, roots/list requests, notifications); beyond it they are dropped and logged.
+// replies, roots/list requests, notifications), and ownBytesLimit their bytes; beyond either
+// they are dropped and logged. They pile up only while that peer does not read.
 const ownLimit = 4096
 
 // keepBuf is the largest copy buffer a peerWriter keeps between messages.
@@ -131,11 +134,11 @@ func (q *peerWriter) send(msg []byte) error {
 		return q.err
 	case q.closed:
 		return errQueueStopped
-	case len(q.own) >= ownLimit:
-		q.ownDropped++
-		return errors.New("too many queued messages")
+	case len(q.own) >= ownLimit || q.ownBytes+len(msg) > ownBytesLimit:
+		return errOwnFull
 	}
 	q.own = append(q.own, msg)
+	q.ownBytes += len(msg)
 	if !q.flushing {
 		q.flushing = true
 		go q.flush()
@@ -162,7 +165,7 @@ func (q *peerWriter) flush() {
 func (q *peerWriter) writeOwnLocked() error {
 	q.mu.Lock()
 	own, err := q.own, q.err
-	q.own = nil
+	q.own, q.ownBytes = nil, 0
 	q.mu.Unlock()
 	if err != nil {
 		return err
@@ -253,387 +256,5 @@ func (q *peerWriter) stopNow() {
 	if q.err == nil {
 		q.err = errQueueStopped
 	}
-	q.own = nil
-}
-
-// ---- JSON-RPC envelope ----
-
-// member is one top-level key of a JSON object: offsets are into the object's bytes.
-type member struct {
-	key              []byte // the decoded name: usually a slice of the object's bytes
-	valStart, valEnd int
-	keyStart         int
-}
-
-// errDuplicateKey refuses objects whose meaning would depend on the parser (last or first wins).
-var (
-	errDuplicateKey = errors.New("duplicate member name")
-)
-
-// members lists the members of the JSON object b (b must be valid JSON; leading/trailing space
-// allowed), appended to ms[:0] (pass nil, or a buffer to spare allocations). Duplicate names are
-// refused: a message rootfs reads must mean one thing to every parser.
-func members(b []byte, ms []member) ([]member, error) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, errors.New("not an object")
-	}
-	i++
-	ms = ms[:0]
-	for {
-		i = skipSpace(b, i)
-		if i < len(b) && b[i] == '}' {
-			return ms, nil
-		}
-		if i >= len(b) || b[i] != '"' {
-			return nil, errors.New("bad object")
-		}
-		ks := i
-		ke := skipString(b, i)
-		key, err := decodeName(b[ks:ke])
-		if err != nil {
-			return nil, err
-		}
-		i = skipSpace(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return nil, errors.New("bad object")
-		}
-		i = skipSpace(b, i+1)
-		vs := i
-		ve := skipValue(b, i)
-		for _, m := range ms {
-			if bytes.Equal(m.key, key) {
-				return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
-			}
-		}
-		ms = append(ms, member{key: key, keyStart: ks, valStart: vs, valEnd: ve})
-		i = skipSpace(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i++
-			continue
-		}
-		if i < len(b) && b[i] == '}' {
-			return ms, nil
-		}
-		return nil, errors.New("bad object")
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index after the (valid) JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = skipString(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	default:
-		j := i
-		for j < len(b) {
-			switch b[j] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return j
-			}
-			j++
-		}
-		return j
-	}
-}
-
-// decodeName decodes a JSON string token; without escapes it returns a slice of raw.
-func decodeName(raw []byte) ([]byte, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-		return raw[1 : len(raw)-1], nil
-	}
-	s, err := decodeString(raw)
-	return []byte(s), err
-}
-
-// isVersion20 reports whether the JSON token v is a string that decodes to "2.0" (spelled with
-// escapes; the plain spelling is checked first).
-func isVersion20(v []byte) bool {
-	s, err := decodeString(v)
-	return err == nil && v[0] == '"' && s == "2.0"
-}
-
-// knownMethods are returned without allocating by decodeMethod.
-var knownMethods = []string{
-	methodInitialize, methodInitialized, methodRootsList, methodRootsChanged, methodCancelled, methodDiscover,
-	"ping", "tools/call", "tools/list", "resources/read", "resources/list", "resources/templates/list",
-	"prompts/get", "prompts/list", "completion/complete", "logging/setLevel",
-	"notifications/progress", "notifications/message",
-}
-
-// decodeMethod decodes a method name (a JSON string token), sharing the string of a common one.
-func decodeMethod(raw []byte) (string, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-		name := raw[1 : len(raw)-1]
-		for _, m := range knownMethods {
-			if string(name) == m {
-				return m, nil
-			}
-		}
-	}
-	return decodeString(raw)
-}
-
-// decodeString decodes a JSON string token.
-func decodeString(raw []byte) (string, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw[1 : len(raw)-1]), nil
-	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err
-}
-
-type kind int
-
-const (
-	kindRequest kind = iota + 1
-	kindNotification
-	kindResponse
-)
-
-// envelope is what rootfs decodes of a message to route it. Everything else stays raw bytes.
-// Its slices point into the message; routers keep it on the stack and copy what they retain.
-type envelope struct {
-	raw    []byte // the message exactly as received (no newline)
-	kind   kind
-	id     json.RawMessage // nil when absent; never "null" for requests
-	idStr  string          // decoded id when it is a string
-	method string
-	params json.RawMessage
-	result json.RawMessage
-	errRaw json.RawMessage
-}
-
-// appendKey appends the canonical form of the id for maps ("s:"+string, "n:"+number) to dst.
-func (e *envelope) appendKey(dst []byte) []byte {
-	if len(e.id) > 0 && e.id[0] == '"' {
-		return append(append(dst, "s:"...), e.idStr...)
-	}
-	return append(append(dst, "n:"...), e.id...)
-}
-
-// idKey returns the canonical form of the id for maps (see appendKey).
-func (e *envelope) idKey() string {
-	var kb [48]byte
-	return string(e.appendKey(kb[:0]))
-}
-
-// errInvalid wraps reasons a syntactically valid JSON value is not a JSON-RPC 2.0 message.
-var errInvalid = errors.New("invalid request")
-
-// errParse wraps JSON syntax errors.
-var errParse = errors.New("parse error")
-
-// parseMessage decodes the routing envelope of one JSON object. b must not be modified while the
-// envelope is in use. Errors wrap errParse (not JSON) or errInvalid (JSON, but not JSON-RPC 2.0).
-func parseMessage(b []byte) (*envelope, error) {
-	if !json.Valid(b) {
-		return nil, fmt.Errorf("%w: %v", errParse, syntaxError(b))
-	}
-	e := new(envelope)
-	if err := parseValid(b, e); err != nil {
-		return nil, err
-	}
-	return e, nil
-}
-
-func syntaxError(b []byte) error {
-	var v any
-	d := json.NewDecoder(bytes.NewReader(b))
-	if err := d.Decode(&v); err != nil {
-		return err
-	}
-	return errors.New("trailing data after the message")
-}
-
-// parseValid is parseMessage for b already known to be valid JSON; it fills *e.
-func parseValid(b []byte, e *envelope) error {
-	*e = envelope{raw: b}
-	var buf [6]member // enough for most messages (jsonrpc, id, method, params, ...)
-	ms, err := members(b, buf[:0])
-	if err != nil {
-		return fmt.Errorf("%w: %v", errInvalid, err)
-	}
-	var hasMethod, hasResult, hasError, hasVersion bool
-	for _, m := range ms {
-		v := b[m.valStart:m.valEnd]
-		switch string(m.key) {
-		case "jsonrpc":
-			if string(v) != `"2.0"` && !isVersion20(v) {
-				return fmt.Errorf("%w: jsonrpc must be \"2.0\"", errInvalid)
-			}
-			hasVersion = true
-		case "id":
-			e.id = v
-		case "method":
-			if v[0] != '"' {
-				return fmt.Errorf("%w: method must be a string", errInvalid)
-			}
-			s, err := decodeMethod(v)
-			if err != nil {
-				return fmt.Errorf("%w: method: %v", errInvalid, err)
-			}
-			e.method, hasMethod = s, true
-		case "params":
-			if v[0] != '{' && v[0] != '[' {
-				return fmt.Errorf("%w: params must be an object or array", errInvalid)
-			}
-			e.params = v
-		case "result":
-			e.result, hasResult = v, true
-		case "error":
-			if v[0] != '{' {
-				return fmt.Errorf("%w: error must be an object", errInvalid)
-			}
-			e.errRaw, hasError = v, true
-		}
-	}
-	if !hasVersion {
-		return fmt.Errorf("%w: missing \"jsonrpc\":\"2.0\"", errInvalid)
-	}
-	if e.id != nil {
-		switch c := e.id[0]; {
-		case c == '"':
-			s, err := decodeString(e.id)
-			if err != nil {
-				return fmt.Errorf("%w: id: %v", errInvalid, err)
-			}
-			e.idStr = s
-		case c == '-' || (c >= '0' && c <= '9'):
-			if !isInteger(e.id) {
-				return fmt.Errorf("%w: id must be a string or an integer", errInvalid)
-			}
-			if !safeInteger(e.id) {
-				return fmt.Errorf("%w: integer id %s is beyond ±(2^53-1), which JSON peers (JavaScript, go-sdk) cannot represent exactly; use a smaller integer or a string", errInvalid, e.id)
-			}
-		case c == 'n' && !hasMethod && hasError:
-			// An error response with "id": null (a reply to a message its sender could not parse).
-			e.id = nil
-		default:
-			return fmt.Errorf("%w: id must be a string or an integer", errInvalid)
-		}
-	}
-	switch {
-	case hasMethod && (hasResult || hasError):
-		return fmt.Errorf("%w: both method and result/error", errInvalid)
-	case hasMethod && e.id != nil:
-		e.kind = kindRequest
-	case hasMethod:
-		e.kind = kindNotification
-	case hasResult && hasError:
-		return fmt.Errorf("%w: both result and error", errInvalid)
-	case hasResult || hasError:
-		e.kind = kindResponse
-	default:
-		return fmt.Errorf("%w: neither method nor result/error", errInvalid)
-	}
-	return nil
-}
-
-// safeInteger reports whether an integer token is within ±(2^53-1). A larger id would reach a
-// peer that decodes numbers as float64 and come back altered, so its answer could never be
-// matched to the request (the sender would wait forever).
-func safeInteger(n []byte) bool {
-	v, err := strconv.ParseInt(string(n), 10, 64)
-	return err == nil && v <= 1<<53-1 && v >= -(1<<53-1)
-}
-
-// isInteger reports whether a JSON number token has no fraction or exponent. Ids must be
-// integers (MCP); forwarding 1.5 would let a go-sdk peer truncate it to 1 and confuse ids.
-func isInteger(n []byte) bool {
-	i := 0
-	if i < len(n) && n[i] == '-' {
-		i++
-	}
-	if i >= len(n) {
-		return false
-	}
-	for ; i < len(n); i++ {
-		if n[i] < '0' || n[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// find returns the member named key, or nil.
-func find(ms []member, key string) *member {
-	for i := range ms {
-		if string(ms[i].key) == key {
-			return &ms[i]
-		}
-	}
-	return nil
-}
-
-// splice returns b with b[start:end] replaced by repl (a new slice).
-func splice(b []byte, start, end int, repl []byte) []byte {
-	out := make([]byte, 0, len(b)-(end-start)+len(repl)+1)
-	out = append(out, b[:start]...)
-	out = append(out, repl...)
-	out = append(out, b[end:]...)
-	return out
-}
-
-// setMember sets key to val in the JSON object obj (valid JSON), keeping every other byte.
-// An existing member's value is replaced in place; a new member is inserted first.
-func setMember(obj []byte, ms []member, key string, val []byte) []byte {
-	if m := find(ms, key); m != nil {
-		return splice(obj, m.valStart, m.valEnd, val)
-	}
-	open := skipSpace(obj, 0) + 1 // just after '{'
-	kv, _ := json.Marshal(key)
-	ins := append(append(kv, ':'), val...)
-	if len(ms) > 0 {
-		ins = append(ins, ',')
-	}
-	return splice(obj, open, open, ins)
-}
-
-// withNewline returns a fresh copy of b followed by '\n', ready for peerWriter.send.
-func withNewline(b []byte) []byte {
-	out := make([]byte, len(b)+1)
-	copy(out, b)
-	out[len(b)] = '\n'
-	return out
+	q.own, q.ownBytes = nil, 0
 }

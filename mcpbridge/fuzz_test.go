@@ -3,6 +3,8 @@ package mcpbridge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +46,8 @@ func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 	return b, toClient, toServer
 }
 
-// FuzzRouter feeds lines to both sides of the router. Each input line's first byte picks the side
+// FuzzRouter feeds lines to both sides of the router, through what the client and server loops
+// run for each line they read (fromClient, fromServer). Each input line's first byte picks the side
 // (even: from the client, odd: from the server); "PFX" is replaced by rootfs's id prefix so the
 // fuzzer can aim at rootfs's own ids. Properties: no panic; every line written to either peer is
 // a valid JSON-RPC message or batch of them (nothing that failed to parse is forwarded); nothing
@@ -70,17 +73,17 @@ func FuzzRouter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, toClient, toServer := fuzzBridge(t)
 		// Start initialized with a roots-declaring client, so rootfs has a request outstanding.
-		b.handleClientLine([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`))
-		b.handleClientLine([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+		b.fromClient([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`))
+		b.fromClient([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 		for _, line := range bytes.Split(data, []byte("\n")) {
 			if len(line) == 0 {
 				continue
 			}
 			side, msg := line[0], bytes.ReplaceAll(line[1:], []byte("PFX"), []byte(b.prefix))
 			if side%2 == 0 {
-				b.handleClientLine(msg)
+				b.fromClient(msg)
 			} else {
-				b.handleServerLine(msg)
+				b.fromServer(msg)
 			}
 		}
 		b.toClient.closeAfterDrain(time.Minute)
@@ -96,7 +99,7 @@ func FuzzRouter(f *testing.F) {
 				}
 				els := [][]byte{trimmed(l)}
 				if els[0][0] == '[' {
-					els = elements(els[0])
+					els, _ = splitBatch(els[0], maxBatch)
 				}
 				for _, el := range els {
 					e, err := parseMessage(el)
@@ -106,12 +109,14 @@ func FuzzRouter(f *testing.F) {
 					if !noRootfsIDs {
 						continue
 					}
-					if b.ours(e.idStr) || strings.Contains(e.idStr, b.prefix) {
+					if b.ours(e.id) || strings.Contains(e.id.str, b.prefix) {
 						t.Fatalf("to %s: rootfs id leaked: %q", who, el)
 					}
 					if e.method == methodCancelled {
-						if _, s, ok := requestIDKey(e.params); ok && b.ours(s) {
-							t.Fatalf("to %s: cancel of a rootfs id leaked: %q", who, el)
+						for _, id := range cancelledIDs(e.params) {
+							if b.ours(id) {
+								t.Fatalf("to %s: cancel of a rootfs id leaked: %q", who, el)
+							}
 						}
 					}
 				}
@@ -120,4 +125,20 @@ func FuzzRouter(f *testing.F) {
 		check("server", toServer.b.Bytes(), true)
 		check("client", toClient.b.Bytes(), false)
 	})
+}
+
+// errParse wraps JSON syntax errors.
+var errParse = errors.New("parse error")
+
+// parseMessage decodes the routing envelope of one JSON object. b must not be modified while the
+// envelope is in use. Errors wrap errParse (not JSON) or errInvalid (JSON, but not JSON-RPC 2.0).
+func parseMessage(b []byte) (*envelope, error) {
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("%w: %v", errParse, syntaxError(b))
+	}
+	e := new(envelope)
+	if err := parseValid(b, e); err != nil {
+		return nil, err
+	}
+	return e, nil
 }

@@ -59,10 +59,11 @@ func TestInitializeEditedInPlace(t *testing.T) {
 			h.startRaw(true, true)
 			h.clientSend(tt.in)
 			expect(t, h.serverRecv(), tt.want)
-			h.b.mu.Lock()
-			defer h.b.mu.Unlock()
-			if h.b.clientRoots != tt.roots || h.b.clientListChanged != tt.lc {
-				t.Errorf("declared roots=%v listChanged=%v, want %v %v", h.b.clientRoots, h.b.clientListChanged, tt.roots, tt.lc)
+			s := h.b.roots
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.clientRoots != tt.roots || s.clientListChanged != tt.lc {
+				t.Errorf("declared roots=%v listChanged=%v, want %v %v", s.clientRoots, s.clientListChanged, tt.roots, tt.lc)
 			}
 		})
 	}
@@ -156,7 +157,7 @@ func TestRootsTranslatedRaw(t *testing.T) {
 	h := newHarness(t, nil)
 	h.startRaw(true, true)
 	id := h.handshake(`{"roots":{"listChanged":true}}`)
-	if !h.b.ours(id) {
+	if !h.b.ours(stringID(id)) {
 		t.Fatalf("rootfs id %q lacks the nonce prefix %q", id, h.b.prefix)
 	}
 	// The server asks before the client answered: the answer waits for the roots.
@@ -182,7 +183,7 @@ func TestMethodNotFoundFallsBackToStatic(t *testing.T) {
 	// No retry storm: list_changed from this client is ignored from now on.
 	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
 	h.sync("s")
-	if n := h.b.fetches; n != 1 {
+	if n := h.b.roots.fetchCount(); n != 1 {
 		t.Errorf("%d fetches, want 1", n)
 	}
 }
@@ -198,8 +199,8 @@ func TestNoCapabilityNoStaticIsEmptyAndWarnsOnce(t *testing.T) {
 	if n := h.logs.FilterMessageSnippet("no roots: the server sees no files").Len(); n != 1 {
 		t.Errorf("%d warnings, want 1", n)
 	}
-	if h.b.fetches != 0 {
-		t.Errorf("fetched %d times from a client without roots", h.b.fetches)
+	if h.b.roots.fetchCount() != 0 {
+		t.Errorf("fetched %d times from a client without roots", h.b.roots.fetchCount())
 	}
 }
 
@@ -275,7 +276,7 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 	if fetches != 2 {
 		t.Errorf("%d fetches, want 2 (one in flight, one queued)", fetches)
 	}
-	if got := h.b.fetches; got != 3 {
+	if got := h.b.roots.fetchCount(); got != 3 {
 		t.Errorf("bridge counted %d fetches in all, want 3 (initial + 2)", got)
 	}
 	if fmt.Sprint(entryNames(h.view.Table())) != "[a b]" {

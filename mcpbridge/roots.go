@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -13,98 +14,326 @@ import (
 	"go.uber.org/zap"
 )
 
+// rootsState is the roots state machine. It decides; the Bridge does the I/O its answers call
+// for (send a roots/list, answer waiters, release held messages, swap the view).
+//
+//	unknown ──client initialized, roots declared──▶ first fetch ──answer, -32601, timeout──▶ known
+//	   └─────client initialized, no roots (static)──────────────────────────────────────▶ known
+//	known ──list_changed──▶ fetch (one in flight, one queued) ──answer──▶ swap, list_changed to the server
+//
+// While the first roots are unknown the server's roots/list wait (waiters, at most maxWaiters),
+// and once the first fetch has started the client's messages for the server are held (at most
+// maxHeld messages and MaxLine bytes).
+type rootsState struct {
+	prefix          string // "rootfs-<nonce>-": every id rootfs sends to the client starts with it
+	timeout         time.Duration
+	onFetchTimeout  func(msgID) // run by the timer of a fetch that went unanswered
+	onWaiterTimeout func(msgID) // run by the timer of a waiter whose roots never came
+
+	// mu guards the fields that follow.
+	mu sync.Mutex
+	// clientRoots: the client's initialize declared an object "roots" capability.
+	clientRoots, clientListChanged bool
+	initialized                    bool // client sent notifications/initialized
+	unsupported                    bool // client answered roots/list with -32601
+	known                          bool // first roots settled (fetched, fallen back, or timed out)
+	seq                            int
+	fetch                          msgID // rootfs's roots/list in flight (null: none)
+	fetchTimer                     *time.Timer
+	fetchQueued                    bool
+	waiters                        map[msgID]*time.Timer // server roots/list waiting for the first roots
+	answered                       []msgID               // recent rootfs-answered server ids (ring)
+	answeredSet                    map[msgID]bool
+	warnedEmpty                    bool
+	// holding: the first client roots are being fetched; client messages for the server wait
+	// in held (in order) so that a request sent right after initialized sees those roots.
+	holding              bool
+	held                 [][]byte
+	heldCount, heldBytes int // counted by hold (bounded by maxHeld and maxHeldBytes)
+	maxHeldBytes         int
+	fetches              int // roots/list requests sent to the client (tests)
+}
+
+func newRootsState(prefix string, timeout time.Duration, maxHeldBytes int) *rootsState {
+	return &rootsState{
+		prefix: prefix, timeout: timeout, maxHeldBytes: maxHeldBytes,
+		waiters: map[msgID]*time.Timer{}, answeredSet: map[msgID]bool{},
+	}
+}
+
+// declare notes the roots capability of the client's initialize.
+func (s *rootsState) declare(roots, listChanged bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clientRoots, s.clientListChanged = roots, listChanged
+}
+
+// initialize marks the client initialized (ok is false if it already was) and reports whether to
+// fetch its roots; if so, client messages are held from now on.
+func (s *rootsState) initialize() (fetch, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.initialized {
+		return false, false
+	}
+	s.initialized = true
+	s.holding = s.clientRoots
+	return s.clientRoots, true
+}
+
+// requestFetch coalesces fetches: at most one roots/list in flight and one queued. It returns
+// the id of a roots/list to send now (null: none; why says why not, when it is not queued).
+func (s *rootsState) requestFetch() (id msgID, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !s.initialized || !s.clientRoots:
+		return msgID{}, "client not initialized or declared no roots"
+	case s.unsupported:
+		return msgID{}, "client does not support roots/list"
+	case !s.fetch.isNull():
+		s.fetchQueued = true
+		return msgID{}, ""
+	}
+	return s.startLocked(), ""
+}
+
+func (s *rootsState) startLocked() msgID {
+	s.seq++
+	s.fetches++
+	id := stringID(s.prefix + strconv.Itoa(s.seq))
+	s.fetch = id
+	s.fetchTimer = time.AfterFunc(s.timeout, func() { s.onFetchTimeout(id) })
+	return id
+}
+
+// endFetch ends the fetch id and reports whether it was the one in flight.
+func (s *rootsState) endFetch(id msgID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fetch.isNull() || s.fetch != id {
+		return false
+	}
+	s.fetchTimer.Stop()
+	s.fetch, s.fetchTimer = msgID{}, nil
+	return true
+}
+
+func (s *rootsState) setUnsupported() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsupported = true
+}
+
+// settle marks the first roots known. It returns whether they were not known before, the
+// waiters to answer now, and the id of a queued fetch to send now (null: none).
+func (s *rootsState) settle() (first bool, waiters []msgID, next msgID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first = !s.known
+	s.known = true
+	for id, t := range s.waiters {
+		t.Stop()
+		waiters = append(waiters, id)
+	}
+	clear(s.waiters)
+	if s.fetch.isNull() && s.fetchQueued {
+		s.fetchQueued = false
+		if !s.unsupported {
+			next = s.startLocked()
+		}
+	}
+	return first, waiters, next
+}
+
+// wait makes the server's roots/list id wait for the first roots. It reports answerNow when they
+// are known, and refused when maxWaiters already wait. A waiting id sent again waits once.
+func (s *rootsState) wait(id msgID) (answerNow, refused bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.known {
+		return true, false
+	}
+	old := s.waiters[id]
+	if old == nil && len(s.waiters) >= maxWaiters {
+		return false, true
+	}
+	if old != nil {
+		old.Stop()
+	}
+	s.waiters[id] = time.AfterFunc(s.timeout, func() { s.onWaiterTimeout(id) })
+	return false, false
+}
+
+// waiterTimedOut removes the waiter id and reports whether it was waiting.
+func (s *rootsState) waiterTimedOut(id msgID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.waiters[id]
+	delete(s.waiters, id)
+	return ok
+}
+
+// answered notes that rootfs answered the server's roots/list id (the last answeredMemory).
+func (s *rootsState) remember(id msgID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answeredSet[id] {
+		return
+	}
+	if len(s.answered) >= answeredMemory {
+		delete(s.answeredSet, s.answered[0])
+		s.answered = s.answered[1:]
+	}
+	s.answered = append(s.answered, id)
+	s.answeredSet[id] = true
+}
+
+// swallowCancel reports whether a server's notifications/cancelled refers to a roots/list that
+// rootfs answered or holds; a held one is dropped unanswered.
+func (s *rootsState) swallowCancel(id msgID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.waiters[id]; t != nil {
+		t.Stop()
+		delete(s.waiters, id)
+		return true
+	}
+	return s.answeredSet[id]
+}
+
+func (s *rootsState) isHolding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holding
+}
+
+// hold counts a client request or notification of n bytes toward the hold, when messages are
+// held, and reports false (nothing counted) if it would pass maxHeld messages or maxHeldBytes:
+// the caller then refuses it.
+func (s *rootsState) hold(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.holding {
+		return true
+	}
+	if s.heldCount >= maxHeld || s.heldBytes+n > s.maxHeldBytes {
+		return false
+	}
+	s.heldCount++
+	s.heldBytes += n
+	return true
+}
+
+// keep holds a copy of msg if messages are held and it is not only responses (responses to the
+// server's own requests are never held: the server may be waiting for them), and reports whether
+// it did. What is held was counted by hold when it was routed.
+func (s *rootsState) keep(msg []byte, responses bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.holding || responses {
+		return false
+	}
+	s.held = append(s.held, append([]byte(nil), msg...)) // msg points into the line buffer
+	return true
+}
+
+// takeHeld returns what is held, oldest first; when nothing is, holding stops.
+func (s *rootsState) takeHeld() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := s.held
+	s.held = nil
+	if len(held) == 0 {
+		s.holding = false
+		s.heldCount, s.heldBytes = 0, 0
+	}
+	return held
+}
+
+// warnEmptyOnce reports true the first time it is called.
+func (s *rootsState) warnEmptyOnce() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	warn := !s.warnedEmpty
+	s.warnedEmpty = true
+	return warn
+}
+
+func (s *rootsState) fetchCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fetches
+}
+
+func (s *rootsState) stopTimers() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fetchTimer != nil {
+		s.fetchTimer.Stop()
+	}
+	for _, t := range s.waiters {
+		t.Stop()
+	}
+}
+
+// ---- the Bridge's side: the I/O the state machine calls for ----
+
 // onInitialized runs after the client's notifications/initialized has been forwarded.
 func (b *Bridge) onInitialized() {
-	b.mu.Lock()
-	if b.initialized {
-		b.mu.Unlock()
-		return
-	}
-	b.initialized = true
-	roots := b.clientRoots
-	b.holding = roots
-	b.mu.Unlock()
-	if roots {
-		b.requestFetch()
-		return
-	}
-	b.useStatic("the client declared no roots capability")
-	b.settle(false)
-}
-
-// requestFetch asks the client for its roots, coalescing: at most one roots/list in flight and
-// one queued, however many list_changed notifications arrive.
-func (b *Bridge) requestFetch() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	fetch, ok := b.roots.initialize()
 	switch {
-	case !b.initialized || !b.clientRoots:
-		b.log.Debug("ignored roots list_changed: client not initialized or declared no roots")
-	case b.rootsUnsupported:
-		b.log.Debug("ignored roots list_changed: client does not support roots/list")
-	case b.fetch != nil:
-		b.fetchQueued = true
+	case !ok:
+	case fetch:
+		b.requestFetch()
 	default:
-		b.startFetchLocked()
+		b.useStatic("the client declared no roots capability")
+		b.settle(false)
 	}
 }
 
-func (b *Bridge) startFetchLocked() {
-	b.seq++
-	b.fetches++
-	id := b.prefix + strconv.Itoa(b.seq)
-	b.fetch = &fetchState{id: id, timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.fetchTimedOut(id) })}
-	idJSON, _ := json.Marshal(id)
-	msg := []byte(`{"jsonrpc":"2.0","id":` + string(idJSON) + `,"method":"roots/list"}` + "\n")
-	if err := b.toClient.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
+// requestFetch asks the client for its roots (see rootsState.requestFetch).
+func (b *Bridge) requestFetch() {
+	id, why := b.roots.requestFetch()
+	if why != "" {
+		b.log.Debug("ignored roots list_changed: " + why)
+	}
+	b.sendFetch(id)
+}
+
+func (b *Bridge) sendFetch(id msgID) {
+	if id.isNull() {
+		return
+	}
+	if err := b.toClient.send(requestLine(id, methodRootsList, nil)); err != nil && !errors.Is(err, errQueueStopped) {
 		b.log.Warn("could not send roots/list to the client", zap.Error(err))
 	}
 }
 
-func (b *Bridge) fetchTimedOut(id string) {
+func (b *Bridge) fetchTimedOut(id msgID) {
 	b.hmu.RLock()
 	defer b.hmu.RUnlock()
-	if b.isDone() {
+	if b.isDone() || !b.roots.endFetch(id) {
 		return
 	}
-	b.mu.Lock()
-	if b.fetch == nil || b.fetch.id != id {
-		b.mu.Unlock()
-		return
-	}
-	b.fetch = nil
-	b.mu.Unlock()
 	b.log.Warn("client did not answer roots/list in time; keeping the previous view",
 		zap.Duration("timeout", b.opts.RootsTimeout))
-	idJSON, _ := json.Marshal(id)
-	b.sendClient([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` +
-		string(idJSON) + `,"reason":"rootfs: roots/list timed out"}}` + "\n"))
+	params := append(append([]byte(`{"requestId":`), id.appendJSON(nil)...), `,"reason":"rootfs: roots/list timed out"}`...)
+	b.sendClient(notificationLine(methodCancelled, params))
 	b.settle(false)
 }
 
 // handleFetchReply handles the client's answer to rootfs's roots/list (runs on the client loop).
 func (b *Bridge) handleFetchReply(e *envelope) {
-	b.mu.Lock()
-	if b.fetch == nil || b.fetch.id != e.idStr {
-		b.mu.Unlock()
-		b.log.Warn("dropped a late or unknown reply to rootfs's roots/list", zap.String("id", e.idStr))
+	if !b.roots.endFetch(e.id) {
+		b.log.Warn("dropped a late or unknown reply to rootfs's roots/list", zap.Stringer("id", e.id))
 		return
 	}
-	b.fetch.timer.Stop()
-	b.fetch = nil
-	b.mu.Unlock()
-
 	changed := false
 	if e.errRaw != nil {
-		var we struct {
-			Code    int64  `json:"code"`
-			Message string `json:"message"`
-		}
-		_ = json.Unmarshal(e.errRaw, &we)
+		we := readError(e.errRaw)
 		if we.Code == codeMethodNotFound {
-			b.mu.Lock()
-			b.rootsUnsupported = true
-			b.mu.Unlock()
+			b.roots.setUnsupported()
 			changed = b.useStatic("the client answered roots/list with method not found")
 		} else {
 			b.log.Warn("client roots/list failed; keeping the previous view",
@@ -125,38 +354,23 @@ func (b *Bridge) handleFetchReply(e *envelope) {
 // settle marks the first roots as known (answering server roots/list waiting for them), starts
 // a queued fetch, and tells the server when a later swap changed its roots.
 func (b *Bridge) settle(changed bool) {
-	b.mu.Lock()
-	first := !b.rootsKnown
-	b.rootsKnown = true
-	ws := b.waiters
-	b.waiters = map[string]*waiter{}
-	if b.fetch == nil && b.fetchQueued {
-		b.fetchQueued = false
-		if !b.rootsUnsupported {
-			b.startFetchLocked()
-		}
-	}
-	b.mu.Unlock()
+	first, waiters, next := b.roots.settle()
+	b.sendFetch(next)
 	if first {
 		b.releaseHeld()
 	}
-	for key, w := range ws {
-		w.timer.Stop()
-		b.answerRoots(w.id, key)
+	for _, id := range waiters {
+		b.answerRoots(id)
 	}
 	if changed && !first {
-		b.sendServer([]byte(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` + "\n"))
+		b.sendServer(notificationLine(methodRootsChanged, nil))
 	}
 }
 
 // useStatic installs the static roots.
 func (b *Bridge) useStatic(reason string) bool {
 	if len(b.opts.Static) == 0 {
-		b.mu.Lock()
-		warn := !b.warnedEmpty
-		b.warnedEmpty = true
-		b.mu.Unlock()
-		if warn {
+		if b.roots.warnEmptyOnce() {
 			b.log.Warn("no roots: the server sees no files (give --root or --roots-file, or use a client with roots)",
 				zap.String("reason", reason))
 		}
@@ -196,6 +410,9 @@ func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
 	}
 	if r.Roots == nil {
 		return nil, errors.New("roots missing or null")
+	}
+	if len(*r.Roots) > maxRoots {
+		return nil, fmt.Errorf("%d roots; rootfs serves at most %d", len(*r.Roots), maxRoots)
 	}
 	roots := make([]vfs.Root, 0, len(*r.Roots))
 	for i, raw := range *r.Roots {
@@ -241,34 +458,30 @@ func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
 // serverRootsList answers the server's roots/list from the current table, or waits (at most
 // RootsTimeout) for the first roots.
 func (b *Bridge) serverRootsList(e *envelope) {
-	key := e.idKey()
-	b.mu.Lock()
-	if !b.rootsKnown {
-		if old := b.waiters[key]; old != nil {
-			old.timer.Stop()
-		}
-		b.waiters[key] = &waiter{id: append(json.RawMessage(nil), e.id...), timer: time.AfterFunc(b.opts.RootsTimeout, func() { b.waiterTimedOut(key) })}
-		b.mu.Unlock()
+	if len(e.rawID) > maxIDLen {
+		b.sendServer(errorReply(e.id, codeInvalidRequest,
+			fmt.Sprintf("invalid request: an id of %d bytes; rootfs keeps ids of at most %d (use a shorter id)", len(e.rawID), maxIDLen), nil))
 		return
 	}
-	b.mu.Unlock()
-	b.answerRoots(e.id, key)
+	answerNow, refused := b.roots.wait(e.id)
+	switch {
+	case refused:
+		b.refusedWaiters.add(b.log, "refused a server roots/list: too many waiting for the first roots", zap.Int("max_waiters", maxWaiters))
+		b.sendServer(errorReply(e.id, codeLimit, fmt.Sprintf(
+			"rootfs: %d roots/list requests already wait for the client's first roots; retry once initialization is complete", maxWaiters), nil))
+	case answerNow:
+		b.answerRoots(e.id)
+	}
 }
 
-func (b *Bridge) waiterTimedOut(key string) {
+func (b *Bridge) waiterTimedOut(id msgID) {
 	b.hmu.RLock()
 	defer b.hmu.RUnlock()
-	if b.isDone() {
+	if b.isDone() || !b.roots.waiterTimedOut(id) {
 		return
 	}
-	b.mu.Lock()
-	w := b.waiters[key]
-	delete(b.waiters, key)
-	b.mu.Unlock()
-	if w != nil {
-		b.log.Warn("roots not known in time; answered the server's roots/list with the current view")
-		b.answerRoots(w.id, key)
-	}
+	b.log.Warn("roots not known in time; answered the server's roots/list with the current view")
+	b.answerRoots(id)
 }
 
 type wireRoot struct {
@@ -277,7 +490,7 @@ type wireRoot struct {
 	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
-func (b *Bridge) answerRoots(id json.RawMessage, key string) {
+func (b *Bridge) answerRoots(id msgID) {
 	entries := b.opts.View.Table().Entries()
 	res := struct {
 		Roots []wireRoot `json:"roots"`
@@ -292,43 +505,17 @@ func (b *Bridge) answerRoots(id json.RawMessage, key string) {
 		}
 		body, _ = json.Marshal(res)
 	}
-	b.mu.Lock()
-	if !b.answeredSet[key] {
-		if len(b.answered) >= answeredMemory {
-			delete(b.answeredSet, b.answered[0])
-			b.answered = b.answered[1:]
-		}
-		b.answered = append(b.answered, key)
-		b.answeredSet[key] = true
-	}
-	b.mu.Unlock()
+	b.roots.remember(id)
 	b.sendServer(resultReply(id, body))
 }
 
-// swallowCancel reports whether a server's notifications/cancelled refers to a roots/list that
-// rootfs answered or is holding; a held one is dropped unanswered.
-func (b *Bridge) swallowCancel(key string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if w := b.waiters[key]; w != nil {
-		w.timer.Stop()
-		delete(b.waiters, key)
-		return true
-	}
-	return b.answeredSet[key]
-}
-
-// forwardToServer forwards a client message to the server, or holds a client request or
-// notification while the first client roots are being fetched (see releaseHeld). Responses to
-// the server's own requests are never held: the server may be waiting for them.
-func (b *Bridge) forwardToServer(msg []byte) {
-	b.mu.Lock()
-	if b.holding && !isResponse(msg) {
-		b.held = append(b.held, append([]byte(nil), msg...)) // msg points into the line buffer
-		b.mu.Unlock()
+// forwardToServer forwards a client message to the server, or holds it while the first client
+// roots are being fetched (see rootsState.keep and releaseHeld). responses: msg holds only
+// responses to the server's requests.
+func (b *Bridge) forwardToServer(msg []byte, responses bool) {
+	if b.roots.keep(msg, responses) {
 		return
 	}
-	b.mu.Unlock()
 	_ = b.toServer.forward(msg) // fails only once the bridge is shutting down or the server broke
 }
 
@@ -339,37 +526,13 @@ func (b *Bridge) forwardToServer(msg []byte) {
 // and released in turn, so order is kept.
 func (b *Bridge) releaseHeld() {
 	for {
-		b.mu.Lock()
-		batch := b.held
-		b.held = nil
-		if len(batch) == 0 {
-			b.holding = false
-			b.mu.Unlock()
+		held := b.roots.takeHeld()
+		if len(held) == 0 {
 			return
 		}
-		b.mu.Unlock()
-		if len(batch) > 0 {
-			b.log.Debug("releasing client messages held for the first roots", zap.Int("messages", len(batch)))
-		}
-		for _, m := range batch {
+		b.log.Debug("releasing client messages held for the first roots", zap.Int("messages", len(held)))
+		for _, m := range held {
 			_ = b.toServer.forward(m)
 		}
 	}
-}
-
-// isResponse reports whether msg (a message or a batch) holds only responses.
-func isResponse(msg []byte) bool {
-	els := [][]byte{msg}
-	if t := trimmed(msg); len(t) > 0 && t[0] == '[' {
-		els = elements(t)
-	}
-	for _, el := range els {
-		var m struct {
-			Method *string `json:"method"`
-		}
-		if json.Unmarshal(el, &m) != nil || m.Method != nil {
-			return false
-		}
-	}
-	return true
 }

@@ -1,7 +1,6 @@
 package mcpbridge
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,19 +27,15 @@ func (b *Bridge) clientLoop() {
 		}
 		if errors.Is(err, errLineTooLong) {
 			b.log.Warn("refused an oversized message from the client", zap.Int("max_line", b.opts.MaxLine))
-			b.sendClient(errorReply(nil, codeInvalidRequest,
-				fmt.Sprintf("message too large: over %d bytes; rootfs refuses larger lines (raise --max-line)", b.opts.MaxLine)))
+			b.sendClient(errorReply(msgID{}, codeInvalidRequest,
+				fmt.Sprintf("message too large: over %d bytes; rootfs refuses larger lines (raise --max-line)", b.opts.MaxLine), nil))
 			continue
 		}
 		if err != nil {
 			b.end(true, err)
 			return
 		}
-		b.hmu.RLock()
-		if !b.isDone() {
-			b.handleClientLine(line)
-		}
-		b.hmu.RUnlock()
+		b.fromClient(line)
 	}
 }
 
@@ -59,28 +54,19 @@ func (b *Bridge) serverLoop() {
 			b.end(false, err)
 			return
 		}
-		var fwd []byte
-		b.hmu.RLock()
-		if !b.isDone() {
-			fwd = b.routeServerLine(line)
-		}
-		b.hmu.RUnlock()
-		if fwd != nil {
-			// Outside hmu: Run does not close the client's stdout, so a write the client never
-			// takes must not hold up Run's return.
-			_ = b.toClient.forward(fwd) // fails only once the bridge is shutting down or the client broke
-		}
+		b.fromServer(line)
 	}
 }
 
-// route is what handling one message decided.
-type route struct {
-	fwd   []byte // bytes to forward (the message itself, or an edited copy); nil: not forwarded
-	reply []byte // rootfs's own reply to the sender (ends in '\n'); nil: none
-	after func() // run after fwd is written (or held)
-}
-
-func (b *Bridge) handleClientLine(line []byte) {
+// fromClient handles one line read from the client: it answers what rootfs owns and forwards
+// the rest to the server (inside the handler lock: Run closes the server's stdin, which ends a
+// stuck forward).
+func (b *Bridge) fromClient(line []byte) {
+	b.hmu.RLock()
+	defer b.hmu.RUnlock()
+	if b.isDone() {
+		return
+	}
 	t := trimmed(line)
 	if len(t) == 0 {
 		return
@@ -88,34 +74,39 @@ func (b *Bridge) handleClientLine(line []byte) {
 	if !json.Valid(t) {
 		err := syntaxError(t)
 		b.log.Warn("client sent a line that is not json", zap.Error(err), zap.String("line", lineSnippet(t)))
-		b.sendClient(errorReply(nil, codeParseError, "parse error: "+err.Error()))
+		b.sendClient(errorReply(msgID{}, codeParseError, "parse error: "+err.Error(), nil))
 		return
 	}
-	if t[0] == '[' {
-		b.clientBatch(t)
+	if t[0] != '[' {
+		r := b.routeClient(t)
+		if r.fwd != nil {
+			b.forwardToServer(r.fwd, r.kind == kindResponse)
+		}
+		if r.reply != nil {
+			b.sendClient(r.reply)
+		}
+		if r.after != nil {
+			r.after()
+		}
 		return
 	}
-	r := b.routeClient(t)
-	if r.fwd != nil {
-		b.forwardToServer(r.fwd)
+	els, ok := splitBatch(t, maxBatch)
+	if !ok {
+		b.refusedBatch.add(b.log, "refused a batch over the limit from the client", zap.Int("max_batch", maxBatch))
+		b.sendClient(errorReply(msgID{}, codeInvalidRequest,
+			fmt.Sprintf("invalid request: a batch of more than %d messages; rootfs refuses larger batches (send fewer at once)", maxBatch), nil))
+		return
 	}
-	if r.reply != nil {
-		b.sendClient(r.reply)
-	}
-	if r.after != nil {
-		r.after()
-	}
-}
-
-func (b *Bridge) clientBatch(t []byte) {
-	els := elements(t)
 	if len(els) == 0 {
-		b.sendClient(errorReply(nil, codeInvalidRequest, "invalid request: empty batch"))
+		b.sendClient(errorReply(msgID{}, codeInvalidRequest, "invalid request: empty batch", nil))
 		return
 	}
+	// While messages are held, a batch is held rebuilt from its forwarded elements, whose bytes
+	// the hold has counted (the line's whitespace is not).
+	verbatim := !b.roots.isHolding()
+	responses := true
 	var fwds, replies [][]byte
 	var afters []func()
-	verbatim := true
 	for _, el := range els {
 		r := b.routeClient(el)
 		if r.fwd == nil || !sameBytes(r.fwd, el) {
@@ -123,6 +114,7 @@ func (b *Bridge) clientBatch(t []byte) {
 		}
 		if r.fwd != nil {
 			fwds = append(fwds, r.fwd)
+			responses = responses && r.kind == kindResponse
 		}
 		if r.reply != nil {
 			replies = append(replies, r.reply)
@@ -133,41 +125,59 @@ func (b *Bridge) clientBatch(t []byte) {
 	}
 	switch {
 	case verbatim:
-		b.forwardToServer(t)
+		b.forwardToServer(t, responses)
 	case len(fwds) > 0:
-		b.forwardToServer(arrayOf(fwds))
+		b.forwardToServer(joinBatch(fwds), responses)
 	}
 	if len(replies) > 0 {
-		b.sendClient(withNewline(arrayOf(trimNewlines(replies))))
+		b.sendClient(withNewline(joinBatch(replies)))
 	}
 	for _, f := range afters {
 		f()
 	}
 }
 
+// fromServer handles one line read from the server: it answers what rootfs owns and forwards the
+// rest to the client, after the handler lock (Run never closes the client's stdout, so a write
+// the client never takes must not hold up Run's return).
+func (b *Bridge) fromServer(line []byte) {
+	var fwd []byte
+	b.hmu.RLock()
+	if !b.isDone() {
+		fwd = b.routeServerLine(line)
+	}
+	b.hmu.RUnlock()
+	if fwd != nil {
+		_ = b.toClient.forward(fwd) // fails only once the bridge is shutting down or the client broke
+	}
+}
+
+// route is what handling one message decided.
+type route struct {
+	kind  kind   // of the message forwarded
+	fwd   []byte // bytes to forward (the message itself, or an edited copy); nil: not forwarded
+	reply []byte // rootfs's own reply to the sender (ends in '\n'); nil: none
+	after func() // run after fwd is written (or held)
+}
+
 // routeClient decides what to do with one message (a JSON value) from the client.
 func (b *Bridge) routeClient(el []byte) route {
 	if el[0] != '{' {
-		return route{reply: errorReply(nil, codeInvalidRequest, "invalid request: a message must be a JSON object")}
+		return route{reply: errorReply(msgID{}, codeInvalidRequest, "invalid request: a message must be a JSON object", nil)}
 	}
 	var e envelope // on the stack: what is retained is copied
 	if err := parseValid(el, &e); err != nil {
 		b.log.Warn("client sent an invalid message", zap.Error(err), zap.String("line", lineSnippet(el)))
-		return route{reply: errorReply(nil, codeInvalidRequest, err.Error())}
+		return route{reply: errorReply(msgID{}, codeInvalidRequest, err.Error(), nil)}
 	}
 	switch e.kind {
 	case kindRequest:
-		if b.ours(e.idStr) {
-			return route{reply: errorReply(e.id, codeInvalidRequest, "invalid request: ids starting with "+b.prefix+" are rootfs's own")}
+		if b.ours(e.id) {
+			return route{reply: errorReply(e.id, codeInvalidRequest, "invalid request: ids starting with "+b.prefix+" are rootfs's own", nil)}
 		}
-		switch e.method {
-		case methodDiscover:
+		if e.method == methodDiscover {
 			// Force the legacy era (initialize) until modern-era bridging exists.
-			return route{reply: errorReply(e.id, codeMethodNotFound, "method not found: server/discover (rootfs speaks the initialize handshake)")}
-		case methodInitialize:
-			fwd := b.editInitialize(&e)
-			b.addPending(&e)
-			return route{fwd: fwd}
+			return route{reply: errorReply(e.id, codeMethodNotFound, "method not found: server/discover (rootfs speaks the initialize handshake)", nil)}
 		}
 		if v, ok := modernVersion(e.params); ok {
 			// A 2026-07-28 request would let a dual-era server run statelessly and fetch roots
@@ -176,150 +186,88 @@ func (b *Bridge) routeClient(el []byte) route {
 			b.log.Warn("refused a modern-era request", zap.String("method", e.method), zap.String("version", v))
 			return route{reply: unsupportedVersionReply(e.id, v)}
 		}
-		b.addPending(&e)
-		return route{fwd: el}
+		if len(e.rawID) > maxIDLen {
+			return route{reply: errorReply(e.id, codeInvalidRequest,
+				fmt.Sprintf("invalid request: an id of %d bytes; rootfs keeps ids of at most %d (use a shorter id)", len(e.rawID), maxIDLen), nil)}
+		}
+		if !b.pending.add(e.id) {
+			b.refusedPending.add(b.log, "refused a client request over the in-flight limit", zap.Int("max_pending", maxPending))
+			return route{reply: errorReply(e.id, codeLimit,
+				fmt.Sprintf("rootfs: %d requests to the server are already in flight; wait for some to be answered", maxPending), nil)}
+		}
+		if !b.roots.hold(len(el)) {
+			b.pending.take(e.id)
+			b.refusedHeld.add(b.log, "refused a client request: too many messages held for the first roots",
+				zap.String("method", e.method), zap.Int("max_held", maxHeld))
+			return route{reply: errorReply(e.id, codeLimit, fmt.Sprintf(
+				"rootfs: still fetching the client's first roots and already holding %d messages (or %d bytes) for the server; retry once roots/list is answered", maxHeld, b.opts.MaxLine), nil)}
+		}
+		if e.method == methodInitialize {
+			return route{kind: kindRequest, fwd: b.editInitialize(&e)}
+		}
+		return route{kind: kindRequest, fwd: el}
 	case kindNotification:
 		switch e.method {
 		case methodInitialized:
-			return route{fwd: el, after: b.onInitialized}
+			return route{kind: kindNotification, fwd: el, after: b.onInitialized}
 		case methodRootsChanged:
 			return route{after: b.requestFetch}
 		case methodCancelled:
-			key, idStr, ok := requestIDKey(e.params)
-			if ok && b.ours(idStr) {
-				return route{}
+			ids := cancelledIDs(e.params)
+			for _, id := range ids {
+				if b.ours(id) {
+					return route{}
+				}
 			}
-			if ok {
-				b.mu.Lock()
-				delete(b.pending, key)
-				b.mu.Unlock()
+			for _, id := range ids {
+				b.pending.take(id)
 			}
 		}
-		return route{fwd: el}
+		if !b.roots.hold(len(el)) {
+			b.refusedHeld.add(b.log, "dropped a client notification: too many messages held for the first roots",
+				zap.String("method", e.method), zap.Int("max_held", maxHeld))
+			return route{}
+		}
+		return route{kind: kindNotification, fwd: el}
 	default: // response
-		if e.id == nil {
+		if e.id.isNull() {
 			b.log.Warn("dropped an error reply with a null id from the client", zap.String("line", lineSnippet(el)))
 			return route{}
 		}
-		if b.ours(e.idStr) {
+		if b.ours(e.id) {
 			fe := new(envelope)
 			*fe = e
 			return route{after: func() { b.handleFetchReply(fe) }}
 		}
-		return route{fwd: el}
+		return route{kind: kindResponse, fwd: el}
 	}
-}
-
-// metaProtocolVersion is the 2026-07-28 per-request version key.
-const metaProtocolVersion = "io.modelcontextprotocol/protocolVersion"
-
-// modernVersion reports the params._meta protocol version when it names the modern era.
-func modernVersion(params json.RawMessage) (string, bool) {
-	if len(params) == 0 || params[0] != '{' || !bytes.Contains(params, []byte(`protocolVersion`)) {
-		return "", false
-	}
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return "", false
-	}
-	raw, ok := p.Meta[metaProtocolVersion]
-	if !ok {
-		return "", false
-	}
-	var v string
-	if json.Unmarshal(raw, &v) != nil || v < "2026-07-28" {
-		return "", false
-	}
-	return v, true
 }
 
 // legacyVersions are the protocol versions rootfs bridges (the initialize-based ones).
 var legacyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-func unsupportedVersionReply(id json.RawMessage, requested string) []byte {
+func unsupportedVersionReply(id msgID, requested string) []byte {
 	data, _ := json.Marshal(struct {
 		Supported []string `json:"supported"`
 		Requested string   `json:"requested"`
 	}{legacyVersions, requested})
-	msg := errorReply(id, codeUnsupportedProtocolVersion, "unsupported protocol version: rootfs speaks the initialize-based versions")
-	// splice "data" into the error object: ...,"message":"..."}}\n → ...,"message":"...","data":{...}}}\n
-	out := append([]byte(nil), msg[:len(msg)-3]...)
-	out = append(out, `,"data":`...)
-	out = append(out, data...)
-	return append(out, "}}\n"...)
+	return errorReply(id, codeUnsupportedProtocolVersion, "unsupported protocol version: rootfs speaks the initialize-based versions", data)
 }
 
-func (b *Bridge) ours(idStr string) bool {
-	return len(idStr) >= len(b.prefix) && idStr[:len(b.prefix)] == b.prefix
-}
+// ours reports whether id is one of rootfs's own (see the package doc).
+func (b *Bridge) ours(id msgID) bool { return id.hasPrefix(b.prefix) }
 
-// addPending records a request forwarded to the server. An integer id is kept only in its key
-// (see pendingID); a string id is copied (e.id points into the line buffer).
-func (b *Bridge) addPending(e *envelope) {
-	var id json.RawMessage
-	if e.id[0] == '"' {
-		id = append(json.RawMessage(nil), e.id...)
-	}
-	key := e.idKey()
-	b.mu.Lock()
-	b.pending[key] = id
-	b.mu.Unlock()
-}
-
-// pendingID returns the id of a pending entry.
-func pendingID(key string, id json.RawMessage) json.RawMessage {
-	if id == nil {
-		return json.RawMessage(key[len("n:"):])
-	}
-	return id
-}
-
-// editInitialize returns the initialize message with params.capabilities.roots set to
-// {"listChanged":true}, every other byte unchanged, and notes what the client declared.
+// editInitialize returns the initialize message with the roots capability rootfs gives the server
+// (see withRootsCapability) and notes what the client declared.
 func (b *Bridge) editInitialize(e *envelope) []byte {
-	ms, _ := members(e.raw, nil) // parseValid accepted them
-	pm := find(ms, "params")
-	if pm == nil || e.raw[pm.valStart] != '{' {
-		b.log.Warn("initialize without params object; forwarded unchanged")
-		return e.raw
+	msg, declared, listChanged, why := withRootsCapability(e.raw)
+	if why != "" {
+		b.log.Warn(why + "; forwarded unchanged")
+		return msg
 	}
-	params := e.raw[pm.valStart:pm.valEnd]
-	pms, err := members(params, nil)
-	if err != nil {
-		b.log.Warn("initialize params refused; forwarded unchanged", zap.Error(err))
-		return e.raw
-	}
-	newCaps := []byte(`{"roots":{"listChanged":true}}`)
-	declared, listChanged := false, false
-	if cm := find(pms, "capabilities"); cm != nil && params[cm.valStart] == '{' {
-		caps := params[cm.valStart:cm.valEnd]
-		if cms, err := members(caps, nil); err == nil {
-			if rm := find(cms, "roots"); rm != nil && caps[rm.valStart] == '{' {
-				declared = true
-				if rms, err := members(caps[rm.valStart:rm.valEnd], nil); err == nil {
-					if lm := find(rms, "listChanged"); lm != nil {
-						listChanged = string(caps[rm.valStart:rm.valEnd][lm.valStart:lm.valEnd]) == "true"
-					}
-				}
-			}
-			newCaps = setMember(caps, cms, "roots", []byte(`{"listChanged":true}`))
-		}
-	}
-	b.mu.Lock()
-	b.clientRoots, b.clientListChanged = declared, listChanged
-	b.mu.Unlock()
+	b.roots.declare(declared, listChanged)
 	b.log.Info("client initialize", zap.Bool("roots", declared), zap.Bool("list_changed", listChanged))
-	newParams := setMember(params, pms, "capabilities", newCaps)
-	return splice(e.raw, pm.valStart, pm.valEnd, newParams)
-}
-
-// handleServerLine handles one line from the server and forwards what is not rootfs's to the client.
-func (b *Bridge) handleServerLine(line []byte) {
-	if fwd := b.routeServerLine(line); fwd != nil {
-		_ = b.toClient.forward(fwd)
-	}
+	return msg
 }
 
 // routeServerLine handles what rootfs owns in one line from the server and returns what to
@@ -333,145 +281,69 @@ func (b *Bridge) routeServerLine(line []byte) []byte {
 		b.log.Warn("dropped a line from the server that is not json", zap.String("line", lineSnippet(t)))
 		return nil
 	}
-	if t[0] == '[' {
-		els := elements(t)
-		var fwds [][]byte
-		verbatim := len(els) > 0
-		for _, el := range els {
-			r := b.routeServer(el)
-			if r.fwd == nil || !sameBytes(r.fwd, el) {
-				verbatim = false
-			}
-			if r.fwd != nil {
-				fwds = append(fwds, r.fwd)
-			}
-		}
-		switch {
-		case verbatim:
-			return t
-		case len(fwds) > 0:
-			return arrayOf(fwds)
-		}
+	if t[0] != '[' {
+		return b.routeServer(t)
+	}
+	els, ok := splitBatch(t, maxBatch)
+	if !ok {
+		b.refusedBatch.add(b.log, "dropped a batch over the limit from the server", zap.Int("max_batch", maxBatch))
 		return nil
 	}
-	return b.routeServer(t).fwd
+	var fwds [][]byte
+	verbatim := len(els) > 0
+	for _, el := range els {
+		fwd := b.routeServer(el)
+		if fwd == nil || !sameBytes(fwd, el) {
+			verbatim = false
+		}
+		if fwd != nil {
+			fwds = append(fwds, fwd)
+		}
+	}
+	switch {
+	case verbatim:
+		return t
+	case len(fwds) > 0:
+		return joinBatch(fwds)
+	}
+	return nil
 }
 
-// routeServer decides what to do with one message from the server. Replies rootfs makes to the
-// server are queued directly.
-func (b *Bridge) routeServer(el []byte) route {
+// routeServer decides what to do with one message from the server and returns what to forward
+// to the client (nil: nothing). Replies rootfs makes to the server are queued directly.
+func (b *Bridge) routeServer(el []byte) []byte {
 	if el[0] != '{' {
 		b.log.Warn("dropped a message from the server that is not an object", zap.String("line", lineSnippet(el)))
-		return route{}
+		return nil
 	}
 	var e envelope // on the stack: what is retained is copied
 	if err := parseValid(el, &e); err != nil {
 		b.log.Warn("dropped an invalid message from the server", zap.Error(err), zap.String("line", lineSnippet(el)))
-		return route{}
+		return nil
 	}
 	switch e.kind {
 	case kindRequest:
 		if e.method == methodRootsList {
 			b.serverRootsList(&e)
-			return route{}
+			return nil
 		}
-		return route{fwd: el}
 	case kindNotification:
 		if e.method == methodCancelled {
-			if key, _, ok := requestIDKey(e.params); ok && b.swallowCancel(key) {
-				return route{}
+			for _, id := range cancelledIDs(e.params) {
+				if b.roots.swallowCancel(id) {
+					return nil
+				}
 			}
 		}
-		return route{fwd: el}
 	default:
-		if e.id == nil {
+		if e.id.isNull() {
 			b.log.Warn("dropped an error reply with a null id from the server", zap.String("line", lineSnippet(el)))
-			return route{}
+			return nil
 		}
-		var kb [48]byte
-		key := e.appendKey(kb[:0]) // string(key) in a map index does not allocate
-		b.mu.Lock()
-		_, ok := b.pending[string(key)]
-		delete(b.pending, string(key))
-		b.mu.Unlock()
-		if !ok {
-			b.log.Warn("dropped a reply from the server to no pending request", zap.String("id", string(e.id)))
-			return route{}
-		}
-		return route{fwd: el}
-	}
-}
-
-// requestIDKey reads params.requestId of a notifications/cancelled.
-func requestIDKey(params json.RawMessage) (key, idStr string, ok bool) {
-	if len(params) == 0 || params[0] != '{' {
-		return "", "", false
-	}
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
-		return "", "", false
-	}
-	id := p.RequestID
-	switch c := id[0]; {
-	case c == '"':
-		s, err := decodeString(id)
-		if err != nil {
-			return "", "", false
-		}
-		return "s:" + s, s, true
-	case isInteger(id):
-		return "n:" + string(id), "", true
-	}
-	return "", "", false
-}
-
-// elements splits a valid JSON array into its element values.
-func elements(b []byte) [][]byte {
-	i := skipSpace(b, 0) + 1
-	var out [][]byte
-	for {
-		i = skipSpace(b, i)
-		if i >= len(b) || b[i] == ']' {
-			return out
-		}
-		j := skipValue(b, i)
-		out = append(out, b[i:j])
-		i = skipSpace(b, j)
-		if i < len(b) && b[i] == ',' {
-			i++
+		if !b.pending.take(e.id) {
+			b.log.Warn("dropped a reply from the server to no pending request", zap.Stringer("id", e.id))
+			return nil
 		}
 	}
-}
-
-func arrayOf(els [][]byte) []byte {
-	n := 2
-	for _, e := range els {
-		n += len(e) + 1
-	}
-	out := make([]byte, 0, n)
-	out = append(out, '[')
-	for i, e := range els {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, e...)
-	}
-	return append(out, ']')
-}
-
-func trimNewlines(ms [][]byte) [][]byte {
-	out := make([][]byte, len(ms))
-	for i, m := range ms {
-		if n := len(m); n > 0 && m[n-1] == '\n' {
-			m = m[:n-1]
-		}
-		out[i] = m
-	}
-	return out
-}
-
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+	return el
 }
