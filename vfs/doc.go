@@ -51,7 +51,8 @@
 // any change at the top level is EPERM. syscall.Errno values pass unchanged,
 // [ErrRevoked] becomes EIO, context.Canceled becomes EINTR, and anything
 // unrecognised is logged and becomes EIO. With [Options].ReadOnly every
-// mutating operation, and every open for writing or truncation, is EROFS.
+// mutating operation, and every open for writing or truncation, is EROFS,
+// and locks stay inside the view (see Locks).
 //
 // # Swapping and revocation
 //
@@ -184,6 +185,23 @@
 // set-group-ID bits to the daemon: the view clears them on every write and
 // on truncation, and removes security.capability on write, whoever the
 // caller is (it cannot tell whether the caller holds CAP_FSETID).
+//
+// # Locks
+//
+// On a writable view, flock and POSIX record locks are forwarded to the
+// host: the daemon takes flock or an open-file-description lock on the
+// handle's own host descriptor, so locks taken inside and by host
+// processes exclude each other. On a view with [Options].ReadOnly they are
+// not: the view does not negotiate lock forwarding (FUSE_POSIX_LOCKS,
+// FUSE_FLOCK_LOCKS), so the kernel keeps flock, POSIX and OFD locks itself,
+// on the view's own inodes. They exclude each other among the processes
+// using the view, with the kernel's own semantics (POSIX locks per
+// process, released on any close), and never reach the host: a sandboxed
+// process cannot block a host process by locking a file it may only read.
+// The price is the other direction: a host process's lock is not seen
+// inside, so a reader inside can read a file (a SQLite database) while a
+// host process is in the middle of changing it. SQLite readers, git and
+// other tools that only read work as on a native read-only mount.
 //
 // # Deadlocks
 //
