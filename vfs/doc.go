@@ -110,8 +110,13 @@
 // btrfs, tmpfs, f2fs, bcachefs, overlayfs): a network or FUSE file system
 // changes under other machines or daemons, which no mark here reports.
 // Mounts and unmounts raise no fanotify event either; the watcher follows
-// the mount table instead (hostwatch_linux.go) and drops what a changed
-// mount point below a root covers within a second. What still stays hidden
+// the daemon's mount table instead (hostwatch_linux.go) and drops what a
+// changed mount point below a root covers within a second. Lookups resolve
+// beneath descriptors opened in the daemon's mount namespace, so what the
+// view shows below a root is what is mounted there in that namespace (under
+// `rootfs run`, a slave of the host's: see mountmgr). A mount on a root's
+// own directory is not seen: the entry is the directory pinned when the
+// root was admitted. What still stays hidden
 // until the hour runs out: a host process writing a file through a shared
 // writable mapping (mmap; write(2) is seen). Use NoHostWatch (1s caches)
 // for trees changed that way. The watcher's other limits: files are matched to events
