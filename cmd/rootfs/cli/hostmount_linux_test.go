@@ -337,19 +337,64 @@ func TestRunSeesHostMountUnprivileged(t *testing.T) {
 
 // TestMountSeesHostMount: `rootfs mount` serves in the host's own mount
 // namespace; a host mount over a directory it has cached, and the unmount,
-// show through it (as root the host watcher drops the cached entries).
+// show through it: as root through the host watcher, with --no-host-watch
+// when the kernel's 1s cache runs out, and as nobody (no watcher either)
+// the same.
 func TestMountSeesHostMount(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
-	h := newHostMounts(t, 0)
-	mp := filepath.Join(t.TempDir(), "view")
+	bin := knobBinary(t, "")
+	t.Run("watched", func(t *testing.T) { mountSeesHostMount(t, bin, 0) })
+	t.Run("no-host-watch", func(t *testing.T) { mountSeesHostMount(t, bin, 0, "--no-host-watch") })
+	t.Run("unprivileged", func(t *testing.T) {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			t.Skip("fusermount3 not installed")
+		}
+		st, err := os.Stat("/dev/fuse")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod("/dev/fuse", st.Mode().Perm()) })
+		if err := os.Chmod("/dev/fuse", 0o666); err != nil {
+			t.Fatal(err)
+		}
+		mountSeesHostMount(t, bin, 65534)
+	})
+}
+
+func mountSeesHostMount(t *testing.T, bin string, uid uint32, flags ...string) {
+	h := newHostMounts(t, uid)
+	dir, err := os.MkdirTemp("", "rootfs-hostmount-view-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	mp := filepath.Join(dir, "view")
 	os.Mkdir(mp, 0o755)
-	p := startMount(t, knobBinary(t, ""), "--root", h.ws, mp)
+	os.Chown(mp, int(uid), int(uid))
+	t.Cleanup(func() {
+		if mountedAt(mp) {
+			unix.Unmount(mp, unix.MNT_DETACH)
+		}
+		os.RemoveAll(dir)
+	})
+	var cred *syscall.Credential
+	if uid != 0 {
+		cred = &syscall.Credential{Uid: uid, Gid: uid}
+	}
+	p := startMountAs(t, cred, bin, append(flags, "--root", h.ws, mp)...)
 	if !p.waitFor("mounted") {
 		t.Fatalf("mount did not start: %s", p.output())
 	}
 	f := filepath.Join(mp, "ws", "sub", "f")
-	read := func() string { b, _ := os.ReadFile(f); return strings.TrimSpace(string(b)) }
+	read := func() string { // as the mount's owner: a FUSE mount refuses other users
+		cmd := exec.Command("/bin/cat", f)
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		b, _ := cmd.Output()
+		return strings.TrimSpace(string(b))
+	}
 	poll := func(want string) int {
 		for i := 1; i <= 200; i++ {
 			if read() == want {
@@ -360,7 +405,7 @@ func TestMountSeesHostMount(t *testing.T) {
 		return 0
 	}
 	if got := read(); got != "under" {
-		t.Fatalf("first read %q", got)
+		t.Fatalf("first read %q: %s", got, p.output())
 	}
 	h.mount(t, h.ws)
 	seen := poll("over")
