@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -418,4 +419,97 @@ func mountSeesHostMount(t *testing.T, bin string, uid uint32, flags ...string) {
 		t.Fatalf("the host's unmount was not seen through rootfs mount in 200 reads")
 	}
 	t.Logf("mount seen at read %d, unmount at read %d", seen, back)
+}
+
+// TestRunReadOnlySQLite: inside `rootfs run --read-only`, a SQLite reader
+// reads, and while it holds a read transaction open a host process still
+// commits to the same database. The control runs the same reader on a
+// writable root, where its lock reaches the host and the host's commit
+// fails with "database is locked".
+func TestRunReadOnlySQLite(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireFUSE(t)
+	sqlite, err := exec.LookPath("sqlite3")
+	if err != nil {
+		t.Skip("sqlite3 not installed (Debian package sqlite3)")
+	}
+	bin := knobBinary(t, "")
+	for _, ro := range []bool{true, false} {
+		name := "read-only"
+		if !ro {
+			name = "writable-control"
+		}
+		t.Run(name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "rootfs-sqlite-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			os.Chmod(dir, 0o755)
+			r := filepath.Join(dir, "r")
+			os.Mkdir(r, 0o755)
+			db := filepath.Join(r, "db")
+			if out, err := exec.Command(sqlite, db, "CREATE TABLE t(x); INSERT INTO t VALUES(1);").CombinedOutput(); err != nil {
+				t.Fatalf("create db: %v %s", err, out)
+			}
+			script := `mkfifo /tmp/p
+sqlite3 -readonly /r/db < /tmp/p > /tmp/out 2>&1 &
+exec 3>/tmp/p
+echo "BEGIN; SELECT count(*) FROM t;" >&3
+n=0; while [ ! -s /tmp/out ] && [ $n -lt 400 ]; do n=$((n+1)); sleep 0.05; done
+` + say("holding $(cat /tmp/out)") + `
+n=0; while [ ! -e /r/done ] && [ $n -lt 400 ]; do n=$((n+1)); sleep 0.05; done
+echo "COMMIT;" >&3; exec 3>&-; wait
+` + say("after $(sqlite3 -readonly /r/db 'SELECT count(*) FROM t;' 2>&1)")
+			args := []string{"run", "--root", r}
+			if ro {
+				args = append(args, "--read-only")
+			}
+			cmd := exec.Command(bin, append(args, "--", "/bin/sh", "-c", script)...)
+			cmd.Dir = "/"
+			pr, pw, _ := os.Pipe()
+			defer pw.Close()
+			cmd.Stdin = pr
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pr.Close()
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			lines := make(chan string, 4)
+			go func() {
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+				close(lines)
+			}()
+			next := func(want string) string {
+				for l := range lines {
+					if strings.Contains(l, want) {
+						return l
+					}
+				}
+				t.Fatalf("rootfs ended before %q: stderr %s", want, errb.String())
+				return ""
+			}
+			if l := next(`"holding`); !strings.Contains(l, `"holding 1"`) {
+				t.Fatalf("reader inside: %s", l)
+			}
+			hostOut, hostErr := exec.Command(sqlite, db, "INSERT INTO t VALUES(2);").CombinedOutput()
+			os.WriteFile(filepath.Join(r, "done"), nil, 0o644)
+			after := next(`"after`)
+			t.Logf("host commit while the reader inside holds a transaction: %v %s; then inside: %s", hostErr, strings.TrimSpace(string(hostOut)), after)
+			switch {
+			case ro && hostErr != nil:
+				t.Errorf("a reader inside rootfs run --read-only blocked a host commit: %v %s", hostErr, hostOut)
+			case ro && !strings.Contains(after, `"after 2"`):
+				t.Errorf("the reader inside did not see the host's commit afterwards: %s", after)
+			case !ro && (hostErr == nil || !strings.Contains(string(hostOut), "locked")):
+				t.Errorf("control: the reader on a writable root did not block the host commit (%v %s): the test shows nothing", hostErr, hostOut)
+			}
+		})
+	}
 }
