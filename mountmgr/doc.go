@@ -15,7 +15,7 @@
 //	 |                             Pdeathsig=KILL, relays INT/TERM/HUP/QUIT, returns P1's status
 //	 |  ROOTFS_STAGE=daemon, same argv, same cwd and env, stdio inherited
 //	 v
-//	P1 rootfs (namespace daemon)   MaybeRunStage: / -> MS_REC|MS_PRIVATE, not dumpable,
+//	P1 rootfs (namespace daemon)   MaybeRunStage: / -> MS_REC|MS_SLAVE, not dumpable,
 //	 |                             RLIMIT_CORE 0, fds >= 3 CLOEXEC; then main runs again:
 //	 |                             PrivateMountDir, mount the view there, bridge on stdio,
 //	 |                             StartServer(spec)
@@ -29,7 +29,8 @@
 //	 v
 //	P2 rootfs init (PID 1)         / -> MS_REC|MS_SLAVE; rbind NewRoot on itself (+nosuid,nodev,
 //	 |                             also on its submounts); ro binds of /usr /bin /sbin /lib*
-//	 |                             (as on the host); /etc tmpfs with DefaultEtcFiles, then ro;
+//	 |                             (as on the host; every bind of a host path made private);
+//	 |                             /etc tmpfs with DefaultEtcFiles, then ro;
 //	 |                             /dev tmpfs (null zero full random urandom, fd links, shm);
 //	 |                             fresh /proc (hidepid=invisible, runc masks, ro /proc/sys...);
 //	 |                             /tmp tmpfs (size cap); extra binds; pivot_root(".", ".") +
@@ -49,6 +50,29 @@
 // (Pdeathsig follows the thread), so SIGKILL of P0 tears everything down,
 // and since the view is mounted only in P1's namespace no mount is ever
 // left on the host.
+//
+// # Mount propagation
+//
+// P1's tree is a slave of the host's: a mount or unmount the host makes
+// later (below a root, say) propagates into P1, where the view resolves
+// beneath the roots' descriptors and so shows it, but nothing propagates
+// from P1 to the host, and P1's own mounts (PrivateMountDir, the view) are
+// private. This only works where the host's mounts are shared (systemd
+// makes / shared; many containers keep everything private). Without root
+// the kernel already turned the copies of shared host mounts into slaves
+// when it created the less privileged namespace. One consequence: while P1
+// pins a root on a mount whose parent is shared, a plain umount of that
+// mount on the host is EBUSY (propagate_mount_busy counts P1's copy);
+// umount -l detaches both.
+//
+// P2 starts from copies of P1's mounts, which are slaves of the host's too.
+// It marks / a slave (its own mounts never propagate out) and makes every
+// bind of a host path (runtime directories, /etc files, device nodes,
+// --bind/--ro-bind) private right after mounting it: a host mount below
+// one of them would otherwise appear in the sandbox, and without the
+// bind's ro,nosuid,nodev. The view's rbind keeps what P1 gave it (private
+// today), so mounts below a root reach the sandbox only through the view,
+// or through a bind P1 lays over a view entry and propagates on purpose.
 //
 // # Identity
 //

@@ -420,7 +420,17 @@ func apply(root string, op mountOp) error {
 			return err
 		}
 		defer done2()
-		return remountFD(t2, add)
+		if err := remountFD(t2, add); err != nil {
+			return err
+		}
+		// A bind of a host path is a slave of the host's mount (P1's
+		// mounts are), so a mount the host makes below it later would
+		// appear in the sandbox, without this bind's ro,nosuid,nodev.
+		// Only the roots are meant to follow the host; cut the rest.
+		if testKnob == "shared-binds" {
+			return nil
+		}
+		return linux.Mount("", t2, "", unix.MS_REC|unix.MS_PRIVATE, "")
 	case "remount-ro":
 		return remount(filepath.Join(root, op.dest), unix.MS_RDONLY|commonFlags, false)
 	case "mask-file", "mask-dir", "ro-self":

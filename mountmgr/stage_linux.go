@@ -41,7 +41,7 @@ func InDaemon() bool { return inDaemon }
 
 // MaybeRunStage must be the first call in main. In P2 (init) and in the
 // preflight probe it runs the stage and never returns. In P1 (daemon) it
-// prepares the process (mount propagation private, not dumpable, inherited
+// prepares the process (mounts slaves of the host's, not dumpable, inherited
 // fds close-on-exec), sets InDaemon and returns false so that main parses
 // the same arguments again. In P0 it only marks inherited fds >= 3
 // close-on-exec (security-battery A4) and returns false.
@@ -80,12 +80,35 @@ func MaybeRunStage() bool {
 	return true
 }
 
+// testKnob selects the old mount propagation for the negative controls of
+// the host-mount tests. Only tests set it, at link time (go build -ldflags
+// "-X github.com/rootfs-dev/rootfs/mountmgr.testKnob=VALUE"); it is empty
+// in every other build:
+//
+//	"private-daemon"  P1's namespace is private (before issue 10): a host
+//	                  mount made after start never reaches the view
+//	"shared-binds"    P2 leaves its binds of host paths receiving host mounts
+var testKnob string
+
 // daemonSetup runs first in P1: the mount namespace is new (clone flag), so
-// make every mount private before anything is mounted, then become not
+// make every mount a slave before anything is mounted, then become not
 // dumpable so that nothing of the same uid can ptrace P1 or read its fds.
+//
+// Slave, not private: mounts and unmounts the host makes later below a root
+// (where the host's mount is shared, as systemd makes /) propagate into
+// P1, whose view resolves beneath the roots' descriptors in this namespace
+// and so shows them; nothing mounted in P1 propagates back (a slave only
+// receives), and every mount P1 makes itself (the tmpfs of
+// PrivateMountDir, the view) is private. Without root, the kernel already
+// made the copies of shared host mounts slaves when it created the user's
+// less privileged namespace (CL_SHARED_TO_SLAVE); this keeps them so.
 func daemonSetup() error {
-	if err := linux.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("%w: make / private: %w", ErrSetup, err)
+	prop := uintptr(unix.MS_SLAVE)
+	if testKnob == "private-daemon" {
+		prop = unix.MS_PRIVATE
+	}
+	if err := linux.Mount("", "/", "", unix.MS_REC|prop, ""); err != nil {
+		return fmt.Errorf("%w: make / a slave: %w", ErrSetup, err)
 	}
 	if err := linux.SetDumpable(false); err != nil {
 		return fmt.Errorf("%w: %v", ErrSetup, err)

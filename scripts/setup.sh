@@ -14,6 +14,7 @@ command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v curl >/dev/null || need_apt+=(curl ca-certificates)
 command -v unzip >/dev/null || need_apt+=(unzip)
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3) # tests: SQLite through a read-only view
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: need root to install ${need_apt[*]}; run: sudo $0 $*" >&2

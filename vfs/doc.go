@@ -74,7 +74,8 @@
 // any change at the top level is EPERM. syscall.Errno values pass unchanged,
 // [ErrRevoked] becomes EIO, context.Canceled becomes EINTR, and anything
 // unrecognised is logged and becomes EIO. With [Options].ReadOnly every
-// mutating operation, and every open for writing or truncation, is EROFS.
+// mutating operation, and every open for writing or truncation, is EROFS,
+// and locks stay inside the view (see Locks).
 //
 // # Swapping and revocation
 //
@@ -133,8 +134,13 @@
 // btrfs, tmpfs, f2fs, bcachefs, overlayfs): a network or FUSE file system
 // changes under other machines or daemons, which no mark here reports.
 // Mounts and unmounts raise no fanotify event either; the watcher follows
-// the mount table instead (hostwatch_linux.go) and drops what a changed
-// mount point below a root covers within a second. What still stays hidden
+// the daemon's mount table instead (hostwatch_linux.go) and drops what a
+// changed mount point below a root covers within a second. Lookups resolve
+// beneath descriptors opened in the daemon's mount namespace, so what the
+// view shows below a root is what is mounted there in that namespace (under
+// `rootfs run`, a slave of the host's: see mountmgr). A mount on a root's
+// own directory is not seen: the entry is the directory pinned when the
+// root was admitted. What still stays hidden
 // until the hour runs out: a host process writing a file through a shared
 // writable mapping (mmap; write(2) is seen). Use NoHostWatch (1s caches)
 // for trees changed that way. The watcher's other limits: files are matched to events
@@ -244,6 +250,23 @@
 // clears on every write it serves). The backing credentials keep the
 // daemon's uids (uid 0): on ext4 they may use the blocks reserved for root,
 // as the daemon's own writes do.
+//
+// # Locks
+//
+// On a writable view, flock and POSIX record locks are forwarded to the
+// host: the daemon takes flock or an open-file-description lock on the
+// handle's own host descriptor, so locks taken inside and by host
+// processes exclude each other. On a view with [Options].ReadOnly they are
+// not: the view does not negotiate lock forwarding (FUSE_POSIX_LOCKS,
+// FUSE_FLOCK_LOCKS), so the kernel keeps flock, POSIX and OFD locks itself,
+// on the view's own inodes. They exclude each other among the processes
+// using the view, with the kernel's own semantics (POSIX locks per
+// process, released on any close), and never reach the host: a sandboxed
+// process cannot block a host process by locking a file it may only read.
+// The price is the other direction: a host process's lock is not seen
+// inside, so a reader inside can read a file (a SQLite database) while a
+// host process is in the middle of changing it. SQLite readers, git and
+// other tools that only read work as on a native read-only mount.
 //
 // # Deadlocks
 //

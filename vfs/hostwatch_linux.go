@@ -138,6 +138,10 @@ func (w *hostWatch) close() {
 // latest, see below). A root with a changed
 // mount point at or below its host path has its whole cached subtree
 // dropped (negative entries included); mounts elsewhere cost nothing.
+// Under `rootfs run` this namespace is the daemon's, a slave of the host's
+// (mountmgr), so a host mount shows here as it propagates in; it is also
+// the namespace the view's descriptors resolve in, so what this table
+// says is what lookups find.
 func (w *hostWatch) watchMounts(f *os.File, known map[string]bool) {
 	defer unix.Close(w.stopR)
 	defer f.Close()

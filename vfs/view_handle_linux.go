@@ -202,6 +202,10 @@ func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode
 
 // Locks are open-file-description locks (or flock) on the host descriptor,
 // so they are coherent with host processes and released when the handle is.
+// A read-only view never negotiates lock forwarding (MountOptions): the
+// kernel keeps its locks inside the view, so a sandboxed reader cannot
+// block a host process. Should a request reach the daemon anyway, it is
+// refused rather than taken on the host.
 const (
 	ofdGetlk  = 36 // F_OFD_GETLK
 	ofdSetlk  = 37 // F_OFD_SETLK
@@ -209,6 +213,9 @@ const (
 )
 
 func (h *fileHandle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
+	if h.n.v.opts.ReadOnly {
+		return syscall.ENOLCK
+	}
 	if err := h.n.live(); err != nil {
 		return h.errno("getlk", err)
 	}
@@ -228,6 +235,9 @@ func (h *fileHandle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock
 }
 
 func (h *fileHandle) setLock(lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+	if h.n.v.opts.ReadOnly && lk.Typ != syscall.F_UNLCK {
+		return syscall.ENOLCK
+	}
 	if err := h.n.live(); err != nil && lk.Typ != syscall.F_UNLCK {
 		return h.errno("setlk", err)
 	}

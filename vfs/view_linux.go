@@ -161,7 +161,8 @@ func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
 // MountOptions returns go-fuse options suited to the view: caching per
 // Options.CacheTimeout, 1 MiB writes, the writeback cache (with
 // Options.Writeback, not with Passthrough), CAP_HANDLE_KILLPRIV_V2, POSIX and flock
-// locks forwarded to the host, default_permissions (the kernel checks mode
+// locks forwarded to the host (kept by the kernel inside the view when
+// Options.ReadOnly: see "Locks" in the package documentation), default_permissions (the kernel checks mode
 // bits against the caller, since the daemon acts as itself), passthrough
 // disabled unless Options.Passthrough. The caller may adjust the result
 // (AllowOther, DirectMount) before mounting.
@@ -182,7 +183,7 @@ func (v *View) MountOptions() *fs.Options {
 			Name:              "rootfs",
 			MaxWrite:          1 << 20,
 			MaxBackground:     64,
-			EnableLocks:       true,
+			EnableLocks:       !v.opts.ReadOnly,
 			ExtraCapabilities: fuse.CAP_HANDLE_KILLPRIV_V2 | fuse.CAP_READDIRPLUS_AUTO,
 			Options:           []string{"default_permissions"},
 		},

@@ -72,12 +72,21 @@ func rootfsBinary(t *testing.T) string {
 
 func startMount(t *testing.T, bin string, args ...string) *mountProc {
 	t.Helper()
+	return startMountAs(t, nil, bin, args...)
+}
+
+// startMountAs is startMount as another user (nil: as the test).
+func startMountAs(t *testing.T, cred *syscall.Credential, bin string, args ...string) *mountProc {
+	t.Helper()
 	var cmd *exec.Cmd
 	if bin != "" {
 		cmd = exec.Command(bin, append([]string{"mount"}, args...)...)
 	} else {
 		cmd = exec.Command(os.Args[0], append([]string{"-test.run=^TestMountHelperProcess$", "--"}, args...)...)
 		cmd.Env = append(os.Environ(), "ROOTFS_MOUNT_HELPER=1")
+	}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
