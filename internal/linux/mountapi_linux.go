@@ -185,7 +185,10 @@ func noAPI(err error) error {
 // the process's other threads keep their namespace, root and working
 // directory; after setns the thread's root and working directory are the
 // namespace's root. The thread is never returned to the Go scheduler: it
-// exits when fn returns. fn must not start goroutines that expect to run
+// exits when fn returns. A child started with Pdeathsig from an unlocked
+// goroutine may have been forked by that very thread and would get its
+// signal then: fork such children from a goroutine that stays locked. fn
+// must not start goroutines that expect to run
 // in the namespace. Needs CAP_SYS_ADMIN in the user namespace that owns
 // the target namespace, and CAP_SYS_CHROOT and CAP_SYS_ADMIN in the
 // caller's.
