@@ -13,7 +13,7 @@ package linux
 //	                                    inval = NotifyEntry, renew = new node id
 //	  "bind NAME HOST [ro] [rec]" ──────▶ open(HOST, O_PATH) + BindDescriptor over
 //	                                    the entry, in S's own namespace
-//	  "bindns ID NAME HOST" ────────────▶ the same, attached from a thread that
+//	  "bindns ID TARGET HOST" ──────────▶ the same, attached at TARGET from a thread that
 //	                                    setns'd into probe ID's mount namespace
 //	  "spawn ID same|newns|userns" ─────▶ start probe ID (ROLE=probe) as S's child
 //	  "p ID CMD..." ────────────────────▶ relay CMD to probe ID, relay its answer
@@ -261,6 +261,12 @@ func (s *server) do(a []string) string {
 		t.mu.Unlock()
 		t.RmChild(a[1])
 		return "ok"
+	case "invalinode": // FUSE_NOTIFY_INVAL_INODE of the entry: attributes and pages only
+		ch := t.GetChild(a[1])
+		if ch == nil {
+			return "err not known to the kernel"
+		}
+		return errnoReply(ch.NotifyContent(0, 0))
 	case "lookups":
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -280,6 +286,8 @@ func (s *server) do(a []string) string {
 		if a[0] == "bindns" {
 			ns, a = a[1], a[1:]
 		}
+		// bind NAME HOST: NAME below S's mount; bindns ID TARGET HOST:
+		// TARGET is a path in the probe's namespace.
 		name, host := a[1], a[2]
 		o := BindOptions{Attr: MountAttr{Set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}}
 		for _, f := range a[3:] {
@@ -321,7 +329,7 @@ func (s *server) do(a []string) string {
 			return errReply(err)
 		}
 		err = InMountNamespace(nsFD, func() error {
-			return AttachMount(tree, unix.AT_FDCWD, filepath.Join(s.cfg.Mnt, name))
+			return AttachMount(tree, unix.AT_FDCWD, name)
 		})
 		if err != nil {
 			return errReply(err)
@@ -411,7 +419,15 @@ func p0Main() int {
 	return 0
 }
 
+// procFD is the probe's descriptor of /proc, opened before any pivot.
+var procFD int
+
 func probeMain() int {
+	var err error
+	if procFD, err = unix.Open("/proc", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		return 1
+	}
 	fds := map[string]int{}
 	fmt.Println("ready")
 	sc := bufio.NewScanner(os.Stdin)
@@ -476,7 +492,15 @@ func probeDo(fds map[string]int, a []string) string {
 		}
 		return "ok"
 	case "mountinfo": // mountinfo PATH: options of the top mount at PATH, or "none"
-		b, err := os.ReadFile("/proc/self/mountinfo")
+		// Through a descriptor of /proc taken at start: a pivoted probe
+		// has no /proc, and mountinfo shows paths from the current root.
+		fd, err := unix.Openat(procFD, "self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return errReply(err)
+		}
+		f := os.NewFile(uintptr(fd), "mountinfo")
+		b, err := io.ReadAll(f)
+		f.Close()
 		if err != nil {
 			return errReply(err)
 		}
@@ -499,12 +523,27 @@ func probeDo(fds map[string]int, a []string) string {
 			}
 		}
 		return "ok " + opts
-	case "slave", "private":
-		fl := uintptr(unix.MS_SLAVE)
-		if a[0] == "private" {
-			fl = unix.MS_PRIVATE
-		}
+	case "slave", "private", "rslave", "rprivate":
+		fl := map[string]uintptr{"slave": unix.MS_SLAVE, "private": unix.MS_PRIVATE,
+			"rslave": unix.MS_REC | unix.MS_SLAVE, "rprivate": unix.MS_REC | unix.MS_PRIVATE}[a[0]]
 		if err := Mount("", a[1], "", fl, ""); err != nil {
+			return errReply(err)
+		}
+		return "ok"
+	case "pivot": // pivot PATH: make PATH the root, as mountmgr's P2 does with the view
+		if err := Mount(a[1], a[1], "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return errReply(err)
+		}
+		if err := os.Chdir(a[1]); err != nil {
+			return errReply(err)
+		}
+		if err := PivotRoot(".", "."); err != nil {
+			return errReply(err)
+		}
+		if err := Unmount(".", unix.MNT_DETACH); err != nil {
+			return errReply(err)
+		}
+		if err := os.Chdir("/"); err != nil {
 			return errReply(err)
 		}
 		return "ok"

@@ -41,9 +41,13 @@ func TestKernelPathBindReachesNamespaces(t *testing.T) {
 		s.want("ok fuse", "p %s read %s/whoami", p, ws)
 	}
 
+	// A process already inside the FUSE-served entry stays there.
+	s.want("ok", "p same chdir %s", ws)
+
 	s.want("ok", "bind ws %s", host)
 	s.want("ok", "bind one %s", hostFile)
 
+	s.want("ok fuse", "p same read whoami")
 	s.want("ok host", "p same read %s/whoami", ws)
 	s.want("ok hostfile", "p same read %s", one)
 	s.wantHas("nosuid,nodev", "p same mountinfo %s", ws)
@@ -58,11 +62,11 @@ func TestKernelPathBindReachesNamespaces(t *testing.T) {
 	s.want("ok host", "p after read %s/whoami", ws)
 
 	// setns from a locked thread of the server reaches the private one.
-	s.want("ok", "bindns priv ws %s", host)
+	s.want("ok", "bindns priv %s/ws %s", s.mnt, host)
 	s.want("ok host", "p priv read %s/whoami", ws)
 	// ... and only it: the server's own namespace did not get a second bind
 	// on "other".
-	s.want("ok", "bindns priv other %s", host)
+	s.want("ok", "bindns priv %s/other %s", s.mnt, host)
 	s.want("ok host", "p priv read %s/other/whoami", s.mnt)
 	s.want("ok fuse", "p same read %s/other/whoami", s.mnt)
 }
@@ -87,8 +91,8 @@ func TestKernelPathNotifyDeleteDetaches(t *testing.T) {
 	s.want("ok", "bind ws %s", host)
 	s.want("ok", "bind one %s", hostFile)
 	s.want("ok", "bind keep %s", host)
-	s.want("ok", "bindns priv ws %s", host)
-	s.want("ok", "bindns priv keep %s", host)
+	s.want("ok", "bindns priv %s/ws %s", s.mnt, host)
+	s.want("ok", "bindns priv %s/keep %s", s.mnt, host)
 	for _, p := range []string{"same", "slave", "priv"} {
 		s.want("ok host", "p %s read %s/whoami", p, ws)
 	}
@@ -135,7 +139,8 @@ func TestKernelPathNotifyEntryDetaches(t *testing.T) {
 
 // TestKernelPathRevalidation: with no entry cache at all (every path walk
 // revalidates the entry with a LOOKUP), a bind survives as long as the
-// server answers with the same node; when the answer is another node (a
+// server answers with the same node, and survives FUSE_NOTIFY_INVAL_INODE
+// of the entry; when the answer is another node (a
 // swap that replaced the entry without telling the kernel), the kernel
 // drops the dentry and the bind with it, and the entry is FUSE-served.
 func TestKernelPathRevalidation(t *testing.T) {
@@ -153,6 +158,11 @@ func TestKernelPathRevalidation(t *testing.T) {
 	if after := s.do("lookups ws"); after == before {
 		t.Fatalf("the reads sent no LOOKUP (%s), so nothing was revalidated", after)
 	}
+	// Dropping the entry's attributes and pages is not a dentry
+	// invalidation: the bind stays.
+	s.want("ok", "invalinode ws")
+	s.want("ok host", "p same read %s/whoami", ws)
+	s.wantHas("nosuid", "p same mountinfo %s", ws)
 	s.want("ok", "renew ws")
 	s.want("ok", "renew one")
 	s.want("ok fuse", "p same read %s/whoami", ws)
@@ -255,7 +265,7 @@ func TestKernelPathUnprivileged(t *testing.T) {
 	s.want("ok fuse", "p same read %s/whoami", ws)
 	s.want("ok", "bind ws %s ro", host)
 	s.want("ok host", "p slave read %s/whoami", ws)
-	s.want("ok", "bindns priv ws %s ro", host)
+	s.want("ok", "bindns priv %s/ws %s ro", s.mnt, host)
 	s.want("ok host", "p same read %s/whoami", ws)
 	s.want("ok host", "p priv read %s/whoami", ws)
 	s.wantHas("ro,nosuid,nodev", "p priv mountinfo %s", ws)
@@ -270,4 +280,49 @@ func TestKernelPathUnprivileged(t *testing.T) {
 	if got := strings.Fields(s.do("p same read /proc/self/uid_map")); strings.Join(got, " ") != "ok 0 65534 1" {
 		t.Errorf("the server was not root of a user namespace mapped to 65534")
 	}
+}
+
+// TestKernelPathPivotedSandbox: the sandbox as mountmgr builds it (/
+// made a recursive slave, the view rbound on itself, pivot_root into it,
+// the old root detached) still receives a bind laid later on the
+// server's shared view mount, and loses it with the entry. A sandbox
+// whose / was made private instead (the control) does not receive it;
+// setns from the server reaches it, and removal detaches that bind too,
+// also where the sandbox is root of its own user namespace (its mounts
+// locked).
+func TestKernelPathPivotedSandbox(t *testing.T) {
+	host, _ := hostTree(t)
+	s := startServer(t, hour, map[string]string{"ws": "dir"}, nil, "")
+	s.want("ok", "share")
+	s.wantHas("ok", "spawn sb newns")
+	s.want("ok", "p sb rslave /")
+	s.want("ok", "p sb pivot %s", s.mnt)
+	s.wantHas("ok", "spawn priv newns")
+	s.want("ok", "p priv rprivate /")
+	s.want("ok", "p priv pivot %s", s.mnt)
+	s.want("ok ws", "p sb ls /")
+	s.want("ok fuse", "p sb read /ws/whoami")
+
+	s.want("ok", "bind ws %s ro", host)
+	s.want("ok host", "p sb read /ws/whoami")
+	s.wantHas("ro,nosuid,nodev", "p sb mountinfo /ws")
+	s.want("ok fuse", "p priv read /ws/whoami")
+	s.want("ok", "bindns priv /ws %s ro", host)
+	s.want("ok host", "p priv read /ws/whoami")
+
+	// A probe in a user namespace of its own (its copies of the mounts are
+	// locked) loses its copy too.
+	s.wantHas("ok", "spawn user userns")
+	s.want("ok host", "p user read %s/ws/whoami", s.mnt)
+
+	s.want("ok", "p sb open d /ws")
+	s.want("ok", "remove ws")
+	for _, p := range []string{"sb", "priv"} {
+		s.want("err ENOENT", "p %s read /ws/whoami", p)
+		s.want("ok none", "p %s mountinfo /ws", p)
+		s.want("ok ", "p %s ls /", p)
+	}
+	s.want("err ENOENT", "p user read %s/ws/whoami", s.mnt)
+	s.want("ok none", "p user mountinfo %s/ws", s.mnt)
+	s.want("ok host", "p sb readat d whoami")
 }
