@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 const hour = time.Hour
@@ -221,8 +223,9 @@ func TestKernelPathLockedAttrs(t *testing.T) {
 // root of a user namespace owned by an unprivileged user (rootfs run
 // without root): it mounts the view, binds a host directory over an entry
 // in its namespace and, through setns, in a child namespace, and removal
-// detaches both. The host directory stays under the user's own
-// permissions. /dev/fuse is opened to other users for the test, as
+// detaches both. A root with a host mount below it (locked in the user
+// namespace) needs the recursive clone: the plain one is EINVAL (the
+// contrast). The host directory stays under the user's own permissions. /dev/fuse is opened to other users for the test, as
 // cmd/rootfs/cli's TestRunUnprivilegedWithFUSE does.
 func TestKernelPathUnprivileged(t *testing.T) {
 	if testing.Short() {
@@ -244,6 +247,14 @@ func TestKernelPathUnprivileged(t *testing.T) {
 	host, _ := hostTree(t)
 	os.Chown(host, 65534, 65534)
 	os.Chown(filepath.Join(host, "whoami"), 65534, 65534)
+	// A host mount below the root, made before the user namespace: the
+	// kernel locks it in the server's copy of the mount table.
+	sub := filepath.Join(host, "sub")
+	os.Mkdir(sub, 0o755)
+	if err := Mount("tmpfs", sub, "tmpfs", 0, "size=1m,mode=0777"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Unmount(sub, unix.MNT_DETACH) })
 	exeDir := worldTempDir(t)
 	b, err := os.ReadFile(os.Args[0])
 	if err != nil {
@@ -263,9 +274,14 @@ func TestKernelPathUnprivileged(t *testing.T) {
 	s.wantHas("ok", "spawn priv newns")
 	s.want("ok", "p priv private %s", s.mnt)
 	s.want("ok fuse", "p same read %s/whoami", ws)
-	s.want("ok", "bind ws %s ro", host)
+	// A non-recursive clone would uncover what the locked mount hides:
+	// refused. The recursive one takes it along.
+	s.want("err EINVAL", "bind ws %s ro", host)
+	s.want("ok", "bind ws %s ro rec", host)
 	s.want("ok host", "p slave read %s/whoami", ws)
-	s.want("ok", "bindns priv %s/ws %s ro", s.mnt, host)
+	s.want("ok", "bindns priv %s/ws %s ro rec", s.mnt, host)
+	s.wantHas("fstype=tmpfs", "p priv mountinfo %s/sub", ws)
+	s.want("err EROFS", "p priv write %s/sub/x", ws)
 	s.want("ok host", "p same read %s/whoami", ws)
 	s.want("ok host", "p priv read %s/whoami", ws)
 	s.wantHas("ro,nosuid,nodev", "p priv mountinfo %s", ws)
