@@ -26,6 +26,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -611,6 +612,7 @@ func startServer(t *testing.T, entryTimeout time.Duration, entries map[string]st
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
+	requireMountAPI(t)
 	base := worldTempDir(t)
 	mnt := filepath.Join(base, "mnt")
 	os.Mkdir(mnt, 0o755)
@@ -712,4 +714,16 @@ func worldTempDir(t *testing.T) string {
 	os.Chmod(filepath.Dir(d), 0o755)
 	os.Chmod(d, 0o755)
 	return d
+}
+
+// requireMountAPI skips on kernels without mount_setattr (before 5.12),
+// where the kernel data path is not offered (linux.ErrNoMountAPI). This is
+// a kernel feature, not a missing prerequisite of the machine: it skips
+// even under ROOTFS_REQUIRE_FUSE=1.
+func requireMountAPI(t *testing.T) {
+	t.Helper()
+	err := unix.MountSetattr(-1, "", unix.AT_EMPTY_PATH, &unix.MountAttr{})
+	if errors.Is(err, unix.ENOSYS) {
+		t.Skip("needs mount_setattr (Linux 5.12); the kernel data path is not offered on this kernel")
+	}
 }

@@ -234,6 +234,7 @@ func TestKernelPathUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to act as the unprivileged user")
 	}
+	requireMountAPI(t)
 	st, err := os.Stat("/dev/fuse")
 	if err != nil {
 		t.Skip("needs /dev/fuse")
