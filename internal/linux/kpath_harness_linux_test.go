@@ -56,22 +56,31 @@ type kpathConfig struct {
 	Mnt          string
 	EntryTimeout time.Duration
 	Entries      map[string]string // name -> "dir" | "file"
-	// Userns: S itself runs in a new user namespace whose root is the
-	// invoking (non-root) user; set by the p0 role.
-	Userns bool
+	// View serves vfs.View (KpathView) with these roots instead of the
+	// synthetic top level; "swap PATH,..." then swaps its table.
+	View  bool
+	Roots []string
 }
 
-func TestMain(m *testing.M) {
+// KpathMain is the test binary's main (called by TestMain in
+// kpath_view_linux_test.go, which lives in package linux_test so that it
+// can import vfs): it runs a role when the binary was re-executed as one.
+func KpathMain(m *testing.M) int {
 	switch os.Getenv(envRole) {
 	case "server":
-		os.Exit(serverMain())
+		return serverMain()
 	case "probe":
-		os.Exit(probeMain())
+		return probeMain()
 	case "p0":
-		os.Exit(p0Main())
+		return p0Main()
 	}
-	os.Exit(m.Run())
+	return m.Run()
 }
+
+// KpathView, set by TestMain, serves the project's vfs.View instead of
+// the synthetic top level when kpathConfig.View is set: it returns the
+// go-fuse root and options, and a swap function taking root paths.
+var KpathView func() (root fs.InodeEmbedder, opts *fs.Options, swap func(paths []string) error)
 
 // ---- the synthetic file system ----
 
@@ -154,21 +163,31 @@ func serverMain() int {
 	}
 	et := cfg.EntryTimeout
 	zero := time.Duration(0)
-	srv, err := fs.Mount(cfg.Mnt, top, &fs.Options{
-		EntryTimeout: &et, AttrTimeout: &et, NegativeTimeout: &zero,
-		MountOptions: fuse.MountOptions{AllowOther: true, DirectMount: true, DirectMountStrict: true, FsName: "kpath"},
-	})
+	var root fs.InodeEmbedder = top
+	opts := &fs.Options{EntryTimeout: &et, AttrTimeout: &et, NegativeTimeout: &zero}
+	var swap func([]string) error
+	if cfg.View {
+		root, opts, swap = KpathView()
+	}
+	opts.MountOptions.AllowOther, opts.MountOptions.DirectMount, opts.MountOptions.DirectMountStrict = true, true, true
+	srv, err := fs.Mount(cfg.Mnt, root, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server: mount:", err)
 		return 1
 	}
 	defer srv.Unmount()
+	if swap != nil {
+		if err := swap(cfg.Roots); err != nil {
+			fmt.Fprintln(os.Stderr, "server: swap:", err)
+			return 1
+		}
+	}
 	rootFD, err := unix.Open(cfg.Mnt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server: open mount:", err)
 		return 1
 	}
-	s := &server{cfg: cfg, top: top, rootFD: rootFD, probes: map[string]*probeConn{}}
+	s := &server{cfg: cfg, top: top, swap: swap, rootFD: rootFD, probes: map[string]*probeConn{}}
 	defer s.closeProbes()
 	fmt.Println("ready")
 	sc := bufio.NewScanner(os.Stdin)
@@ -187,6 +206,7 @@ type probeConn struct {
 type server struct {
 	cfg    kpathConfig
 	top    *synthTop
+	swap   func([]string) error // with cfg.View
 	rootFD int
 	probes map[string]*probeConn
 }
@@ -272,6 +292,18 @@ func (s *server) do(a []string) string {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return "ok " + strconv.Itoa(t.lookups[a[1]])
+	case "swap": // swap PATH,PATH,... ("-" for none): View.Swap (cfg.View only)
+		if s.swap == nil {
+			return "err not serving a view"
+		}
+		var paths []string
+		if a[1] != "-" {
+			paths = strings.Split(a[1], ",")
+		}
+		if err := s.swap(paths); err != nil {
+			return errReply(err)
+		}
+		return "ok"
 	case "share":
 		if err := Mount("", s.cfg.Mnt, "", unix.MS_SHARED, ""); err != nil {
 			return errReply(err)
@@ -448,7 +480,7 @@ func probeDo(fds map[string]int, a []string) string {
 		if err != nil {
 			return errReply(err)
 		}
-		return "ok " + strings.TrimSpace(string(b))
+		return "ok " + oneLine(b)
 	case "ls":
 		ents, err := os.ReadDir(a[1])
 		if err != nil {
@@ -481,7 +513,7 @@ func probeDo(fds map[string]int, a []string) string {
 		if err != nil {
 			return errReply(err)
 		}
-		return "ok " + strings.TrimSpace(string(b[:n]))
+		return "ok " + oneLine(b[:n])
 	case "chdir":
 		if err := os.Chdir(a[1]); err != nil {
 			return errReply(err)
@@ -610,13 +642,19 @@ type kpathServer struct {
 // that uid, started by p0 running as the uid.
 func startServer(t *testing.T, entryTimeout time.Duration, entries map[string]string, asUser *syscall.Credential, exe string) *kpathServer {
 	t.Helper()
+	return startServerConfig(t, kpathConfig{EntryTimeout: entryTimeout, Entries: entries}, asUser, exe)
+}
+
+func startServerConfig(t *testing.T, c kpathConfig, asUser *syscall.Credential, exe string) *kpathServer {
+	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
 	requireMountAPI(t)
 	base := worldTempDir(t)
 	mnt := filepath.Join(base, "mnt")
 	os.Mkdir(mnt, 0o755)
-	cfg, _ := json.Marshal(kpathConfig{Mnt: mnt, EntryTimeout: entryTimeout, Entries: entries})
+	c.Mnt = mnt
+	cfg, _ := json.Marshal(c)
 	if exe == "" {
 		exe = os.Args[0]
 	}
@@ -726,4 +764,10 @@ func requireMountAPI(t *testing.T) {
 	if errors.Is(err, unix.ENOSYS) {
 		t.Skip("needs mount_setattr (Linux 5.12); the kernel data path is not offered on this kernel")
 	}
+}
+
+// oneLine keeps a probe's answer on one line: file content with its
+// newlines shown as "|".
+func oneLine(b []byte) string {
+	return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", "|")
 }

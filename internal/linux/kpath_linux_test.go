@@ -343,3 +343,53 @@ func TestKernelPathPivotedSandbox(t *testing.T) {
 	s.want("ok none", "p user mountinfo %s/ws", s.mnt)
 	s.want("ok host", "p sb readat d whoami")
 }
+
+// TestKernelPathViewSwap: the same facts with the project's vfs.View as
+// the FUSE server, revalidating its top level on every path walk. A bind
+// over an entry survives a Swap that keeps the root and the revalidating
+// lookups that follow; a Swap that removes the root, or replaces it under
+// the same name, detaches the bind at once, and the replaced entry is
+// served by the view (the new host directory) until a new bind lands. The
+// kept root's bind is the contrast of the removed one's.
+func TestKernelPathViewSwap(t *testing.T) {
+	host, hostFile := hostTree(t)
+	other, _ := hostTree(t) // another directory named "ws"
+	os.WriteFile(filepath.Join(other, "whoami"), []byte("other\n"), 0o644)
+	s := startServerConfig(t, kpathConfig{View: true, Roots: []string{host, hostFile}}, nil, "")
+	ws, one := filepath.Join(s.mnt, "ws"), filepath.Join(s.mnt, "one")
+	s.wantHas("ok", "spawn same same")
+	s.want("ok one,ws", "p same ls %s", s.mnt)
+	s.want("ok none", "p same mountinfo %s", ws)
+	s.want("ok host", "p same read %s/whoami", ws) // served by the view
+
+	s.want("ok", "bind ws %s ro rec", host)
+	s.want("ok", "bind one %s ro", hostFile)
+	s.wantHas("ro,nosuid,nodev", "p same mountinfo %s", ws)
+	s.wantHas("ro,nosuid,nodev", "p same mountinfo %s", one)
+	s.want("err EROFS", "p same write %s/x", ws) // the bind, not the read-write view
+
+	s.want("ok", "swap %s,%s", host, hostFile)
+	for i := 0; i < 3; i++ {
+		s.want("ok host", "p same read %s/whoami", ws)
+		s.want("ok hostfile", "p same read %s", one)
+	}
+	s.wantHas("ro,nosuid,nodev", "p same mountinfo %s", ws)
+	s.wantHas("ro,nosuid,nodev", "p same mountinfo %s", one)
+
+	s.want("ok", "p same open d %s", ws)
+	s.want("ok", "swap %s", hostFile)
+	s.want("err ENOENT", "p same read %s/whoami", ws)
+	s.want("ok none", "p same mountinfo %s", ws)
+	s.wantHas("ro,nosuid,nodev", "p same mountinfo %s", one)
+	s.want("ok host", "p same readat d whoami")
+
+	s.want("ok", "swap %s,%s", host, hostFile)
+	s.want("ok", "bind ws %s ro rec", host)
+	s.want("ok", "swap %s,%s", other, hostFile)
+	s.want("ok none", "p same mountinfo %s", ws)
+	s.want("ok other", "p same read %s/whoami", ws)
+	s.want("ok", "p same write %s/x", ws) // the view, read-write, until the new bind
+	s.want("ok", "bind ws %s ro rec", other)
+	s.want("err EROFS", "p same write %s/y", ws)
+	s.want("ok other", "p same read %s/whoami", ws)
+}
