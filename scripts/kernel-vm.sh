@@ -29,6 +29,7 @@ case "$fuse" in
 esac
 CGO_ENABLED=0 go test -c -o "$root/linux.test" ./internal/linux/
 printf '#!/bin/busybox sh\nexit 0\n' >"$root/bin/fusermount3" # only looked up; mounts are direct
+chmod +x "$root/bin/fusermount3"
 # pivot_root refuses the initramfs as the old root: copy onto a tmpfs first.
 cat >"$root/init" <<'EOF'
 #!/bin/busybox sh
@@ -60,5 +61,12 @@ if [ "${KVM:-0}" = 1 ]; then
   accel=(-enable-kvm -cpu host)
 fi
 timeout 1200 qemu-system-x86_64 "${accel[@]}" -smp 2 -m 1536 -nographic -no-reboot \
-  -kernel "$kernel" -initrd "$work/initrd.gz" -append "console=ttyS0 quiet panic=-1" |
-  tr -d '\r' | sed -n '/^KERNEL /,/^TESTEXIT /p'
+  -kernel "$kernel" -initrd "$work/initrd.gz" -append "console=ttyS0 quiet panic=-1" </dev/null |
+  tr -d '\r' >"$work/console.log" || true
+if ! grep -q 'TESTEXIT ' "$work/console.log"; then
+  echo "the VM did not finish the tests; its console:" >&2
+  tail -40 "$work/console.log" >&2
+  exit 1
+fi
+grep -aE "KERNEL |^ *kpath_|^(---|PASS|FAIL|ok)|TESTEXIT" "$work/console.log"
+grep -q 'TESTEXIT 0' "$work/console.log"
