@@ -97,6 +97,7 @@ type synthTop struct {
 	next    uint64
 	entries map[string]synthEntry
 	lookups map[string]int
+	fail    map[string]syscall.Errno // lookups of these names fail so
 }
 
 var _ = (fs.NodeLookuper)((*synthTop)(nil))
@@ -106,7 +107,11 @@ func (t *synthTop) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	t.mu.Lock()
 	e, ok := t.entries[name]
 	t.lookups[name]++
+	fail := t.fail[name]
 	t.mu.Unlock()
+	if fail != 0 {
+		return nil, fail
+	}
 	if !ok {
 		return nil, syscall.ENOENT
 	}
@@ -156,7 +161,7 @@ func serverMain() int {
 		fmt.Fprintln(os.Stderr, "server:", err)
 		return 1
 	}
-	top := &synthTop{next: 100, entries: map[string]synthEntry{}, lookups: map[string]int{}}
+	top := &synthTop{next: 100, entries: map[string]synthEntry{}, lookups: map[string]int{}, fail: map[string]syscall.Errno{}}
 	for n, k := range cfg.Entries {
 		top.entries[n] = synthEntry{ino: top.next, dir: k == "dir"}
 		top.next++
@@ -288,6 +293,19 @@ func (s *server) do(a []string) string {
 			return "err not known to the kernel"
 		}
 		return errnoReply(ch.NotifyContent(0, 0))
+	case "fail": // fail NAME ERRNO|-: lookups of NAME answer ERRNO ("-": stop)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if a[2] == "-" {
+			delete(t.fail, a[1])
+			return "ok"
+		}
+		e := map[string]syscall.Errno{"EIO": syscall.EIO, "ENOENT": syscall.ENOENT, "EACCES": syscall.EACCES}[a[2]]
+		if e == 0 {
+			return "err unknown errno " + a[2]
+		}
+		t.fail[a[1]] = e
+		return "ok"
 	case "lookups":
 		t.mu.Lock()
 		defer t.mu.Unlock()

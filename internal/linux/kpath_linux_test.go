@@ -142,9 +142,9 @@ func TestKernelPathNotifyEntryDetaches(t *testing.T) {
 // TestKernelPathRevalidation: with no entry cache at all (every path walk
 // revalidates the entry with a LOOKUP), a bind survives as long as the
 // server answers with the same node, and survives FUSE_NOTIFY_INVAL_INODE
-// of the entry; when the answer is another node (a
-// swap that replaced the entry without telling the kernel), the kernel
-// drops the dentry and the bind with it, and the entry is FUSE-served.
+// of the entry; when the answer is another node (a swap that replaced the
+// entry without telling the kernel) or an error, the kernel drops the
+// dentry and the bind with it, and the entry is FUSE-served.
 func TestKernelPathRevalidation(t *testing.T) {
 	host, hostFile := hostTree(t)
 	s := startServer(t, 0, map[string]string{"ws": "dir", "one": "file"}, nil, "")
@@ -171,6 +171,15 @@ func TestKernelPathRevalidation(t *testing.T) {
 	s.want("ok fuse", "p same read %s", one)
 	s.want("ok none", "p same mountinfo %s", ws)
 	s.want("ok none", "p same mountinfo %s", one)
+
+	// A revalidating LOOKUP that fails (here EIO, once) drops the bind too.
+	s.want("ok", "bind ws %s", host)
+	s.want("ok host", "p same read %s/whoami", ws)
+	s.want("ok", "fail ws EIO")
+	s.want("err EIO", "p same read %s/whoami", ws)
+	s.want("ok", "fail ws -")
+	s.want("ok fuse", "p same read %s/whoami", ws)
+	s.want("ok none", "p same mountinfo %s", ws)
 }
 
 // TestKernelPathLockedAttrs: a bind made nosuid,nodev,ro recursively
