@@ -159,7 +159,7 @@ func buildBinaryIn(t *testing.T, dir string, flags ...string) string {
 	p := filepath.Join(t.TempDir(), "rootfs")
 	cmd := exec.Command(goTool, append(append([]string{"build"}, flags...), "-o", p, "github.com/rootfs-dev/rootfs/cmd/rootfs")...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "GOFLAGS=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %v: %v\n%s", flags, err, out)
 	}
