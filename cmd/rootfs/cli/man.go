@@ -198,7 +198,7 @@ func roffText(s string) string {
 }
 
 // roffLine escapes s as a whole text line: it may not begin with a control
-// character ('.' or '\'').
+// character (a dot or an apostrophe).
 func roffLine(s string) string {
 	s = roffText(s)
 	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
