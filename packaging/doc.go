@@ -7,6 +7,7 @@
 // The tests need root (chroot, mounts, namespaces), mmdebstrap and the
 // Debian mirror; without them they skip with the reason, and under
 // ROOTFS_REQUIRE_FUSE=1 (CI) they fail instead. The Debian root is built
-// once and kept as a tarball in the system's temporary directory for a
-// day, so that a second run takes seconds, not a minute.
+// once and kept for a day in the system's temporary directory, as a
+// tarball and unpacked; each test mounts an overlay over the unpacked
+// tree, so it starts from a pristine root without unpacking it again.
 package packaging

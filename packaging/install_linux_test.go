@@ -113,34 +113,77 @@ func debianTarball(t *testing.T) string {
 	return tarball
 }
 
-// freshRoot unpacks the Debian tarball into a new directory of t.
-func freshRoot(t *testing.T) string {
+// debianLower returns the Debian root unpacked from debianTarball, kept
+// beside it and never written to: each test mounts an overlay over it.
+func debianLower(t *testing.T) string {
 	t.Helper()
 	tarball := debianTarball(t)
-	root := t.TempDir()
+	tarballMu.Lock()
+	defer tarballMu.Unlock()
+	lower := strings.TrimSuffix(tarball, ".tar") + ".d"
+	tst, err := os.Stat(tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(lower); err == nil && !st.ModTime().Before(tst.ModTime()) {
+		return lower
+	}
+	os.RemoveAll(lower)
+	tmp := lower + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
-	if out, err := exec.Command("tar", "-xf", tarball, "-C", root).CombinedOutput(); err != nil {
+	if out, err := exec.Command("tar", "-xf", tarball, "-C", tmp).CombinedOutput(); err != nil {
 		t.Fatalf("tar: %v\n%s", err, out)
 	}
+	// tar gave the top directory the tarball's time; it must be newer.
+	now := time.Now()
+	if err := os.Chtimes(tmp, now, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, lower); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("unpacked the Debian root in %v", time.Since(start).Round(time.Second))
-	return root
+	return lower
 }
 
-// inRoot runs script with /bin/sh in root, as root, in private mount and
-// pid namespaces: root is bind-mounted on itself (so that rootfs can
-// pivot_root inside it), /dev is the host's, /proc and /sys are fresh. The
-// namespaces take every mount with them when the script ends.
-func inRoot(t *testing.T, root, script string) (string, error) {
+// A debianRoot is a fresh Debian root file system: an overlay whose lower
+// layer is the shared unpacked root and whose upper layer is the test's.
+// Files put under Upper appear in the root.
+type debianRoot struct {
+	Lower, Upper, work, mnt string
+}
+
+func freshRoot(t *testing.T) *debianRoot {
+	t.Helper()
+	dir := t.TempDir()
+	r := &debianRoot{Lower: debianLower(t), Upper: filepath.Join(dir, "upper"), work: filepath.Join(dir, "work"), mnt: filepath.Join(dir, "root")}
+	for _, d := range []string{r.Upper, r.work, r.mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// run runs script with /bin/sh in the root, as root, in private mount and
+// pid namespaces: the overlay is mounted there, /dev is the host's, /proc
+// and /sys are fresh. The namespaces take every mount with them when the
+// script ends.
+func (r *debianRoot) run(t *testing.T, script string) (string, error) {
 	t.Helper()
 	const setup = `set -e
 R=$1
-mount --bind "$R" "$R"
+mount -t overlay overlay -o "lowerdir=$2,upperdir=$3,workdir=$4" "$R"
 mount --rbind /dev "$R/dev"
 mount -t proc proc "$R/proc"
 mount -t sysfs sysfs "$R/sys"
 cp /etc/resolv.conf "$R/etc/resolv.conf"
-exec chroot "$R" /bin/sh -c "$2"`
-	cmd := exec.Command("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "/bin/sh", "-c", setup, "sh", root, script)
+exec chroot "$R" /bin/sh -c "$5"`
+	cmd := exec.Command("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "/bin/sh", "-c", setup, "sh", r.mnt, r.Lower, r.Upper, r.work, script)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive"}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -183,13 +226,13 @@ func TestDebInFreshDebian(t *testing.T) {
 	t.Parallel()
 	root := freshRoot(t)
 	deb := buildDeb(t)
-	copyFile(t, deb, filepath.Join(root, "tmp", "rootfs.deb"), 0o644)
+	copyFile(t, deb, filepath.Join(root.Upper, "opt", "test", "rootfs.deb"), 0o644)
 
-	if out, err := inRoot(t, root, "command -v rootfs || command -v fusermount3"); err == nil {
+	if out, err := root.run(t, "command -v rootfs || command -v fusermount3"); err == nil {
 		t.Fatalf("control: the fresh root already has rootfs or fusermount3:\n%s", out)
 	}
 	start := time.Now()
-	out, err := inRoot(t, root, "apt-get update -qq && apt-get install -y -qq /tmp/rootfs.deb >/dev/null 2>&1\n"+installed)
+	out, err := root.run(t, "apt-get update -qq && apt-get install -y -qq /opt/test/rootfs.deb >/dev/null 2>&1\n"+installed)
 	t.Logf("install and checks took %v", time.Since(start).Round(time.Second))
 	checkInstalled(t, out, err)
 }
@@ -202,23 +245,23 @@ func TestFeatureInstallInFreshDebian(t *testing.T) {
 	t.Parallel()
 	root := freshRoot(t)
 	deb := buildDeb(t)
-	copyFile(t, deb, filepath.Join(root, "tmp", "rootfs.deb"), 0o644)
+	copyFile(t, deb, filepath.Join(root.Upper, "opt", "test", "rootfs.deb"), 0o644)
 	for _, f := range []string{"install.sh", "devcontainer-feature.json"} {
-		copyFile(t, filepath.Join(top, "features", "src", "rootfs", f), filepath.Join(root, "tmp", "feature", f), 0o755)
+		copyFile(t, filepath.Join(top, "features", "src", "rootfs", f), filepath.Join(root.Upper, "opt", "test", "feature", f), 0o755)
 	}
 	// A debPath that does not exist is refused in one line, before apt runs.
-	out, err := inRoot(t, root, "cd /tmp/feature && VERSION=latest DEBPATH=/tmp/nope.deb ./install.sh")
-	if err == nil || !strings.Contains(out, "no such .deb: /tmp/nope.deb") {
+	out, err := root.run(t, "cd /opt/test/feature && VERSION=latest DEBPATH=/opt/test/nope.deb ./install.sh")
+	if err == nil || !strings.Contains(out, "no such .deb: /opt/test/nope.deb") {
 		t.Fatalf("missing debPath: %v\n%s", err, out)
 	}
 	start := time.Now()
-	out, err = inRoot(t, root, "cd /tmp/feature && VERSION=latest DEBPATH=/tmp/rootfs.deb ./install.sh\n"+installed)
+	out, err = root.run(t, "cd /opt/test/feature && VERSION=latest DEBPATH=/opt/test/rootfs.deb ./install.sh\n"+installed)
 	t.Logf("install and checks took %v", time.Since(start).Round(time.Second))
 	checkInstalled(t, out, err)
 	if !strings.Contains(out, "--device=/dev/fuse") {
 		t.Errorf("install.sh does not tell what the container still needs:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(root, "var", "lib", "apt", "lists", "deb.debian.org_debian_dists_"+debianSuite+"_InRelease")); err == nil {
+	if st, err := os.Stat(filepath.Join(root.Upper, "var", "lib", "apt", "lists", "deb.debian.org_debian_dists_"+debianSuite+"_InRelease")); err == nil && st.Mode().IsRegular() {
 		t.Errorf("install.sh left apt's lists in the image")
 	}
 }

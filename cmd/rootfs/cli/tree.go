@@ -16,8 +16,8 @@ import (
 // newTree builds the cobra command tree over commands(). Each command has
 // DisableFlagParsing set and parses its own arguments, so its behaviour,
 // its errors and "run"'s pass-through of COMMAND's arguments are exactly
-// those of its own parser; cobra sees the flags only to complete them and
-// to list them in help and the man page.
+// those of its own parser. Help, the man page and completion read the
+// command's flags from its flags function (flagSet), not from cobra.
 func newTree(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "rootfs",
