@@ -43,6 +43,10 @@ if [ -z "$DEB" ]; then
     VERSION=${url##*/}
   fi
   VERSION=${VERSION#v}
+  case "$VERSION" in
+    [0-9]*) ;;
+    *) say "no rootfs release found at https://github.com/$REPO/releases; set the \"version\" option or \"debPath\""; exit 1 ;;
+  esac
   tmp=$(mktemp -d)
   DEB="$tmp/rootfs_${VERSION}_${arch}.deb"
   say "downloading rootfs $VERSION ($arch)"
