@@ -18,6 +18,7 @@ command -v unzip >/dev/null || need_apt+=(unzip)
 # For the tests of completion (bash, zsh, fish), the man page and the
 # packages (installed into a fresh Debian root made by mmdebstrap).
 command -v zsh >/dev/null || need_apt+=(zsh)
+[ -f /usr/share/bash-completion/bash_completion ] || need_apt+=(bash-completion)
 command -v fish >/dev/null || need_apt+=(fish)
 command -v man >/dev/null || need_apt+=(man-db)
 command -v groff >/dev/null || need_apt+=(groff-base)

@@ -212,36 +212,63 @@ func TestVersionNamesTheRevision(t *testing.T) {
 }
 
 // TestCompletionScriptsLoad loads each completion script in its shell and
-// asks the shell what it registered. A shell that is not installed skips
-// (scripts/setup.sh and .ci/run install bash, zsh and fish).
+// asks the shell what it registered, then (bash, fish) has the shell
+// complete "rootfs run --ro" through the script and the binary, and
+// "rootfs run -- node --ro", where nothing of rootfs's may be offered. zsh
+// cannot complete without a terminal; its check is the registration. A
+// shell that is not installed skips (scripts/setup.sh and .ci/run install
+// bash-completion, zsh and fish).
 func TestCompletionScriptsLoad(t *testing.T) {
 	bin := buildBinary(t)
 	dir := filepath.Dir(bin)
+	const bashComplete = `source /usr/share/bash-completion/bash_completion && source <(rootfs completion bash) &&
+COMP_LINE="$LINE"; read -ra COMP_WORDS <<<"$LINE"; COMP_CWORD=$((${#COMP_WORDS[@]}-1)); COMP_POINT=${#COMP_LINE}
+__start_rootfs 2>/dev/null; printf '%s\n' "${COMPREPLY[@]}"`
 	for _, tt := range []struct {
 		shell, script, want string
+		complete            string // a script completing $LINE, or ""
+		needs               string // a file the completion needs
 	}{
-		{"bash", `source <(rootfs completion bash) && complete -p rootfs`, "complete -o default -F __start_rootfs rootfs"},
-		{"zsh", `autoload -U compinit && compinit -u && source <(rootfs completion zsh) && print -r -- $_comps[rootfs]`, "_rootfs"},
-		{"fish", `rootfs completion fish | source; and complete -c rootfs`, "__rootfs_prepare_completions"},
+		{"bash", `source <(rootfs completion bash) && complete -p rootfs`, "complete -o default -F __start_rootfs rootfs", bashComplete, "/usr/share/bash-completion/bash_completion"},
+		{"zsh", `autoload -U compinit && compinit -u && source <(rootfs completion zsh) && print -r -- $_comps[rootfs]`, "_rootfs", "", ""},
+		{"fish", `rootfs completion fish | source; and complete -c rootfs`, "__rootfs_prepare_completions", `rootfs completion fish | source; and complete -C "$LINE"`, ""},
 	} {
 		t.Run(tt.shell, func(t *testing.T) {
 			sh, err := exec.LookPath(tt.shell)
 			if err != nil {
 				skipOrFail(t, tt.shell+" is not installed (apt-get install "+tt.shell+")")
 			}
-			cmd := exec.Command(sh, "-c", tt.script)
-			cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "HOME="+t.TempDir())
-			out, err := cmd.CombinedOutput()
-			if err != nil || !strings.Contains(string(out), tt.want) {
-				t.Fatalf("%s -c %q: %v\n%s\nwant %q", tt.shell, tt.script, err, out, tt.want)
+			run := func(script string, env ...string) string {
+				cmd := exec.Command(sh, "-c", script)
+				cmd.Env = append(append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "HOME="+t.TempDir()), env...)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s -c %q: %v\n%s", tt.shell, script, err, out)
+				}
+				return string(out)
+			}
+			if out := run(tt.script); !strings.Contains(out, tt.want) {
+				t.Fatalf("%s -c %q:\n%s\nwant %q", tt.shell, tt.script, out, tt.want)
 			}
 			// The control: without the script, the shell knows no
 			// completion for rootfs.
 			ctl := strings.Replace(strings.Replace(tt.script, "source <(rootfs completion "+tt.shell+") && ", "", 1), "rootfs completion fish | source; and ", "", 1)
-			cmd = exec.Command(sh, "-c", ctl)
+			cmd := exec.Command(sh, "-c", ctl)
 			cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 			if out, _ := cmd.CombinedOutput(); strings.Contains(string(out), tt.want) {
 				t.Fatalf("control %q already shows %q", ctl, out)
+			}
+			if tt.complete == "" {
+				return
+			}
+			if _, err := os.Stat(tt.needs); tt.needs != "" && err != nil {
+				skipOrFail(t, tt.needs+" is missing (apt-get install bash-completion)")
+			}
+			if out := run(tt.complete, "LINE=rootfs run --ro"); !strings.Contains(out, "--root") || !strings.Contains(out, "--ro-bind") {
+				t.Errorf("%s completes \"rootfs run --ro\" as %q", tt.shell, out)
+			}
+			if out := run(tt.complete, "LINE=rootfs run -- node --ro"); strings.Contains(out, "--root") {
+				t.Errorf("%s offers rootfs's flags to the server: %q", tt.shell, out)
 			}
 		})
 	}
