@@ -4,6 +4,7 @@
 #
 #   sudo scripts/setup.sh             # install, build, mount a demo root at /tmp/rootfs-demo/view
 #   sudo scripts/setup.sh --deps-only # install and build only (CI uses this)
+# In a root shell (a container without sudo), run it without "sudo".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,14 @@ command -v npm >/dev/null || need_apt+=(npm)
 command -v curl >/dev/null || need_apt+=(curl ca-certificates)
 command -v unzip >/dev/null || need_apt+=(unzip)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3) # tests: SQLite through a read-only view
+# For the tests of completion (bash, zsh, fish), the man page and the
+# packages (installed into a fresh Debian root made by mmdebstrap).
+command -v zsh >/dev/null || need_apt+=(zsh)
+[ -f /usr/share/bash-completion/bash_completion ] || need_apt+=(bash-completion)
+command -v fish >/dev/null || need_apt+=(fish)
+command -v man >/dev/null || need_apt+=(man-db)
+command -v groff >/dev/null || need_apt+=(groff-base)
+command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: need root to install ${need_apt[*]}; run: sudo $0 $*" >&2

@@ -13,5 +13,5 @@ func main() {
 	// The sandbox's hidden stages re-execute this binary; they must run
 	// before anything else touches the process.
 	mountmgr.MaybeRunStage()
-	os.Exit(cli.Main(os.Args[1:], os.Stderr))
+	os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -11,6 +11,16 @@
 //	126  run: COMMAND exists but cannot be executed
 //	127  run: COMMAND was not found
 //	128+N the wrapped server (or rootfs) was killed by signal N
+//
+// # Command tree
+//
+// The commands hang on a cobra tree (tree.go) for what cobra does well and
+// hand code would repeat: dispatch, "help", --version, and shell completion
+// (bash, zsh, fish) served by the binary itself, so that it always matches
+// the flags. Each command still parses its own arguments (cobra's flag
+// parsing is off for them): "rootfs run" must pass everything after the
+// first operand or "--" to the server untouched, and the exit codes above
+// are decided here, not by cobra.
 package cli
 
 import (
@@ -20,6 +30,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -49,67 +61,75 @@ Usage:
   rootfs run [flags] -- COMMAND [ARG...]   wrap a stdio MCP server in a sandbox whose / is its roots
   rootfs mount [flags] MOUNTPOINT          mount the roots view for a person to inspect
   rootfs doctor                            check this machine for what rootfs needs
+  rootfs version                           print the version and VCS revision (also --version)
+  rootfs completion bash|zsh|fish          print a shell completion script
   rootfs help [COMMAND]                    show help for a command
 
 Run "rootfs COMMAND --help" for a command's flags, examples and exit codes.
 `
 
+// A command is one "rootfs NAME". Its flags are defined once, by flags,
+// which both its own parser and the command tree (--help's flag list,
+// shell completion, the man page) call on their own flag sets.
 type command struct {
 	run   func(ctx context.Context, args []string, stderr io.Writer) error
 	usage string
+	// flags registers the command's flags on f; nil means none.
+	flags func(f *pflag.FlagSet)
+	// operands says what completes the arguments that are not flags
+	// (zero: file names).
+	operands cobra.ShellCompDirective
+	// passThrough: the arguments after the first operand are the
+	// operand's own (run's COMMAND and its arguments), not flags.
+	passThrough bool
 }
 
 func commands() map[string]command {
 	return map[string]command{
-		"mount":  {run: mountCommand, usage: mountUsage},
-		"run":    {run: runCommand, usage: runUsage},
-		"doctor": {run: doctorCommand, usage: doctorUsage},
+		"mount":  {run: mountCommand, usage: mountUsage, flags: func(f *pflag.FlagSet) { addMountFlags(f, new(RootsOptions), new(MountOptions)) }, operands: cobra.ShellCompDirectiveFilterDirs},
+		"run":    {run: runCommand, usage: runUsage, flags: func(f *pflag.FlagSet) { new(runFlags).addFlags(f) }, passThrough: true},
+		"doctor": {run: doctorCommand, usage: doctorUsage, operands: cobra.ShellCompDirectiveNoFileComp},
 	}
 }
 
 // Main runs the command line args (without the program name) and returns the
 // process exit status. It is the only place that decides exit codes.
-func Main(args []string, stderr io.Writer) int {
+// stdout gets only what was asked for on it (version, completion script,
+// man page); "rootfs run" leaves it to the MCP protocol.
+func Main(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topUsage)
 		return 2
 	}
-	name := args[0]
-	switch name {
-	case "-h", "--help", "help":
-		if len(args) > 1 {
-			if c, ok := commands()[args[1]]; ok {
-				fmt.Fprint(stderr, c.usage)
-				return 0
-			}
-		}
-		fmt.Fprint(stderr, topUsage)
-		return 0
+	root := newTree(ctx, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	name := ""
+	if cmd != nil && cmd != root {
+		name = cmd.Name()
 	}
-	c, ok := commands()[name]
-	if !ok {
-		fmt.Fprintf(stderr, "rootfs: unknown command %q; run \"rootfs --help\" for the list\n", name)
-		return 2
-	}
-	err := c.run(ctx, args[1:], stderr)
 	return exitCode(name, err, stderr)
 }
 
 func exitCode(name string, err error, stderr io.Writer) int {
+	prefix := "rootfs"
+	if name != "" {
+		prefix += " " + name
+	}
 	var ee *ExitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		if ee.Err != nil {
-			fmt.Fprintf(stderr, "rootfs %s: %v\n", name, ee.Err)
+			fmt.Fprintf(stderr, "%s: %v\n", prefix, ee.Err)
 		}
 		return ee.Code
 	case errors.Is(err, errHelp):
 		return 0
 	case errors.Is(err, ErrUsage):
-		fmt.Fprintf(stderr, "rootfs %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		if name == "run" {
 			return 125
 		}
@@ -117,7 +137,7 @@ func exitCode(name string, err error, stderr io.Writer) int {
 	case errors.Is(err, context.Canceled):
 		return 130
 	default:
-		fmt.Fprintf(stderr, "rootfs %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		if name == "run" {
 			return 125
 		}

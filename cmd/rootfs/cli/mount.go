@@ -29,6 +29,12 @@ func (o *MountOptions) AddFlags(f *pflag.FlagSet) {
 	o.ViewFlags.AddFlags(f)
 }
 
+// addMountFlags registers the flags of "rootfs mount" on f.
+func addMountFlags(f *pflag.FlagSet, ro *RootsOptions, mo *MountOptions) {
+	ro.AddFlags(f)
+	mo.AddFlags(f)
+}
+
 // runMount is "rootfs mount": mount the view of the given roots at
 // MOUNTPOINT, serve in the foreground, re-read the roots on SIGHUP, unmount
 // and return nil on SIGINT or SIGTERM. A nil log is built from --log-level.
@@ -36,8 +42,7 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	f := pflag.NewFlagSet("mount", pflag.ContinueOnError)
 	var ro RootsOptions
 	var mo MountOptions
-	ro.AddFlags(f)
-	mo.AddFlags(f)
+	addMountFlags(f, &ro, &mo)
 	if err := parseFlags(f, args, mountUsage, stderr); err != nil {
 		return err
 	}

@@ -51,13 +51,18 @@ type runFlags struct {
 	argv   []string
 }
 
+// addFlags registers the flags of "rootfs run" on f.
+func (rf *runFlags) addFlags(f *pflag.FlagSet) {
+	rf.roots.AddFlags(f)
+	rf.run.AddFlags(f)
+	rf.bridge.AddFlags(f)
+}
+
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	f := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	f.SetInterspersed(false)
 	var rf runFlags
-	rf.roots.AddFlags(f)
-	rf.run.AddFlags(f)
-	rf.bridge.AddFlags(f)
+	rf.addFlags(f)
 	if err := parseFlags(f, args, runUsage, stderr); err != nil {
 		return nil, err
 	}
