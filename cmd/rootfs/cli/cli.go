@@ -6,7 +6,7 @@
 //
 //	0    success (mount: unmounted cleanly after SIGINT/SIGTERM)
 //	1-124 run: the wrapped server's own status
-//	2    usage error (mount, doctor)
+//	2    usage error (mount, doctor, wrap, unwrap)
 //	125  run: rootfs itself failed (one line on stderr says why)
 //	126  run: COMMAND exists but cannot be executed
 //	127  run: COMMAND was not found
@@ -49,6 +49,8 @@ Usage:
   rootfs run [flags] -- COMMAND [ARG...]   wrap a stdio MCP server in a sandbox whose / is its roots
   rootfs mount [flags] MOUNTPOINT          mount the roots view for a person to inspect
   rootfs doctor                            check this machine for what rootfs needs
+  rootfs wrap [--client NAME] [--dry-run]  run the stdio servers of your MCP clients under rootfs
+  rootfs unwrap [--client NAME]            undo rootfs wrap
   rootfs help [COMMAND]                    show help for a command
 
 Run "rootfs COMMAND --help" for a command's flags, examples and exit codes.
@@ -64,6 +66,8 @@ func commands() map[string]command {
 		"mount":  {run: mountCommand, usage: mountUsage},
 		"run":    {run: runCommand, usage: runUsage},
 		"doctor": {run: doctorCommand, usage: doctorUsage},
+		"wrap":   {run: wrapCommand, usage: wrapUsage},
+		"unwrap": {run: unwrapCommand, usage: unwrapUsage},
 	}
 }
 
