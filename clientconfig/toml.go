@@ -87,10 +87,17 @@ func rewriteTOML(data []byte, op Op, opt Options) ([]byte, []Change, error) {
 		// Codex forwards the variables named in env_vars from its own
 		// environment; they must be passed on into the sandbox too.
 		if vars, ok := decoded["env_vars"].([]any); ok {
+			var names []string
 			for _, v := range vars {
 				if n, ok := v.(string); ok {
-					e.env = append(e.env, n)
+					names = append(names, n)
 				}
+			}
+			e.env = append(e.env, names...)
+			if len(names) > 0 {
+				// Codex skips an env_vars name it does not have; rootfs run
+				// refuses a --setenv NAME that is unset.
+				e.note = fmt.Sprintf("env_vars: the server now fails to start unless %s is set where Codex runs", strings.Join(names, ", "))
 			}
 		}
 		for _, n := range e.env {

@@ -82,7 +82,8 @@ nothing; "rootfs unwrap" restores the entries exactly.
 
 The command written is this binary's absolute path, because clients start
 servers with their own, often minimal, PATH; --rootfs rootfs writes the bare
-name instead (for project files shared with others).
+name instead (for project files shared with others). Quit Claude Code before
+wrapping ~/.claude.json: it rewrites that file while it runs.
 
 Files, per --client NAME:
   vscode          .vscode/mcp.json, ~/.config/Code/User/mcp.json
