@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
 )
@@ -166,7 +165,9 @@ type Change struct {
 
 // Options are the choices the caller makes for every entry.
 type Options struct {
-	// Rootfs is the command written into wrapped entries. Required for Wrap.
+	// Rootfs is the command written into wrapped entries; required for
+	// Wrap. Both Wrap and Unwrap treat it, and any command whose file is
+	// named rootfs, as rootfs.
 	Rootfs string
 }
 
@@ -285,6 +286,8 @@ func qualify(name string, pointer []string) string {
 	return name
 }
 
-func isRootfs(command string) bool {
-	return filepath.Base(strings.TrimSuffix(command, ".exe")) == "rootfs"
+// isRootfs reports whether command runs rootfs: its file is named rootfs, or
+// it is the command wrap writes (which a caller may name otherwise).
+func isRootfs(command string, opt Options) bool {
+	return filepath.Base(command) == "rootfs" || (opt.Rootfs != "" && command == opt.Rootfs)
 }

@@ -73,7 +73,7 @@ func (e *entry) wrap(opt Options) Change {
 		c.Action, c.Detail = Skipped, "no command"
 		return c
 	}
-	if isRootfs(e.command) {
+	if isRootfs(e.command, opt) {
 		setenv, cmd, ok := wrappedShape(e.args)
 		if !ok {
 			c.Action, c.Detail = Skipped, "already runs rootfs, with arguments of its own"
@@ -109,7 +109,7 @@ func (e *entry) wrap(opt Options) Change {
 	return c
 }
 
-func (e *entry) unwrap() Change {
+func (e *entry) unwrap(opt Options) Change {
 	c := Change{Server: e.name}
 	switch {
 	case e.remote != "":
@@ -118,7 +118,7 @@ func (e *entry) unwrap() Change {
 	case e.bad != "":
 		c.Action, c.Detail = Skipped, e.bad
 		return c
-	case !e.hasCommand || !isRootfs(e.command):
+	case !e.hasCommand || !isRootfs(e.command, opt):
 		c.Action = NotWrapped
 		return c
 	}

@@ -29,7 +29,7 @@ func rewriteJSON(data []byte, pointers []string, op Op, opt Options) ([]byte, []
 				if op == Wrap {
 					changes = append(changes, e.wrap(opt))
 				} else {
-					changes = append(changes, e.unwrap())
+					changes = append(changes, e.unwrap(opt))
 				}
 			}
 		})

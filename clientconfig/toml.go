@@ -109,7 +109,7 @@ func rewriteTOML(data []byte, op Op, opt Options) ([]byte, []Change, error) {
 		if op == Wrap {
 			changes = append(changes, e.wrap(opt))
 		} else {
-			changes = append(changes, e.unwrap())
+			changes = append(changes, e.unwrap(opt))
 		}
 	}
 	out, err := udiff.ApplyBytes(data, edits)

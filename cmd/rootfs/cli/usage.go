@@ -112,7 +112,7 @@ Flags:
 const unwrapUsage = `rootfs unwrap: undo rootfs wrap
 
 Synopsis:
-  rootfs unwrap [--client NAME]... [--project DIR] [--dry-run]
+  rootfs unwrap [--client NAME]... [--project DIR] [--dry-run] [--rootfs PATH]
 
 Restores each entry of the form
   rootfs run [--setenv NAME]... -- COMMAND [ARG...]

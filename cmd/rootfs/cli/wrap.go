@@ -16,32 +16,23 @@ import (
 	"github.com/rootfs-dev/rootfs/clientconfig"
 )
 
-// ClientFilesOptions are the flags "rootfs wrap" and "rootfs unwrap" share.
-type ClientFilesOptions struct {
+// WrapOptions are the flags of "rootfs wrap" and "rootfs unwrap".
+type WrapOptions struct {
 	Clients []string // --client; empty means every client with a config file
 	Project string   // --project; empty means the current directory
 	DryRun  bool
-}
-
-// AddFlags registers the flags on f.
-func (o *ClientFilesOptions) AddFlags(f *pflag.FlagSet) {
-	f.StringSliceVar(&o.Clients, "client", nil, "only this client's files: "+strings.Join(clientconfig.ClientNames(), ", ")+" (repeatable or comma-separated; default: every client with a config file here or in your home)")
-	f.StringVar(&o.Project, "project", "", "the project `DIR` whose files (.vscode/mcp.json, .mcp.json, ...) to change (default: the current directory)")
-	f.BoolVar(&o.DryRun, "dry-run", false, "print a unified diff of each change on stdout and write nothing")
-}
-
-// WrapOptions are the flags of "rootfs wrap".
-type WrapOptions struct {
-	ClientFilesOptions
 	// Rootfs is the command written into wrapped entries; empty means this
-	// binary's absolute path (see rootfsCommand).
+	// binary's absolute path (see rootfsCommand). Both commands also treat
+	// it as rootfs when they look for wrapped entries.
 	Rootfs string
 }
 
 // AddFlags registers the flags on f.
 func (o *WrapOptions) AddFlags(f *pflag.FlagSet) {
-	o.ClientFilesOptions.AddFlags(f)
-	f.StringVar(&o.Rootfs, "rootfs", "", "write `PATH` as the command (default: the absolute path of this rootfs binary; \"rootfs\" looks it up on the client's PATH)")
+	f.StringSliceVar(&o.Clients, "client", nil, "only this client's files: "+strings.Join(clientconfig.ClientNames(), ", ")+" (repeatable or comma-separated; default: every client with a config file here or in your home)")
+	f.StringVar(&o.Project, "project", "", "the project `DIR` whose files (.vscode/mcp.json, .mcp.json, ...) to change (default: the current directory)")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print a unified diff of each change on stdout and write nothing")
+	f.StringVar(&o.Rootfs, "rootfs", "", "write `PATH` as the command (default: the absolute path of this rootfs binary; \"rootfs\" looks it up on the client's PATH); unwrap: also treat PATH as rootfs")
 }
 
 // wrapCommand is "rootfs wrap".
@@ -61,11 +52,7 @@ func wrapMain(ctx context.Context, op clientconfig.Op, args []string, stdout, st
 	}
 	f := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	var o WrapOptions
-	if op == clientconfig.Wrap {
-		o.AddFlags(f)
-	} else {
-		o.ClientFilesOptions.AddFlags(f)
-	}
+	o.AddFlags(f)
 	if err := parseFlags(f, args, usage, stderr); err != nil {
 		return err
 	}
@@ -93,11 +80,11 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 	if err != nil {
 		return err
 	}
+	// Unwrap needs the path too: it recognises entries by it when this
+	// binary is not named rootfs.
 	opt := clientconfig.Options{}
-	if op == clientconfig.Wrap {
-		if opt.Rootfs, err = rootfsCommand(o.Rootfs); err != nil {
-			return err
-		}
+	if opt.Rootfs, err = rootfsCommand(o.Rootfs); err != nil {
+		return err
 	}
 	seen := map[string]bool{} // one file may be both the project's and the user's
 	found, failed := 0, 0

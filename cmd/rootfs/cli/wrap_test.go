@@ -119,7 +119,7 @@ func TestWrapVSCode(t *testing.T) {
 func TestWrapDryRun(t *testing.T) {
 	vscode, cursor, vscodeOrig, cursorOrig := wrapHome(t)
 	var stdout, stderr bytes.Buffer
-	o := WrapOptions{ClientFilesOptions: ClientFilesOptions{DryRun: true}, Rootfs: "/opt/bin/rootfs"}
+	o := WrapOptions{DryRun: true, Rootfs: "/opt/bin/rootfs"}
 	if err := runWrap(context.Background(), clientconfig.Wrap, o, &stdout, &stderr); err != nil {
 		t.Fatalf("%v: %s", err, stderr.String())
 	}
@@ -140,9 +140,11 @@ func TestWrapDryRun(t *testing.T) {
 }
 
 // TestWrapDefaultRootfs: without --rootfs the entry names this binary by an
-// absolute path, so a client with a minimal PATH still finds it.
+// absolute path, so a client with a minimal PATH still finds it; and though
+// this binary (the test binary) is not named rootfs, a second wrap sees its
+// entries as wrapped and unwrap restores them.
 func TestWrapDefaultRootfs(t *testing.T) {
-	vscode, _, _, _ := wrapHome(t)
+	vscode, _, orig, _ := wrapHome(t)
 	var stderr bytes.Buffer
 	if code := Main([]string{"wrap", "--client", "vscode"}, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -151,8 +153,22 @@ func TestWrapDefaultRootfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(readFile(t, vscode), []byte(`"command": "`+exe+`"`)) {
-		t.Errorf("the command is not %s:\n%s", exe, readFile(t, vscode))
+	wrapped := readFile(t, vscode)
+	if !bytes.Contains(wrapped, []byte(`"command": "`+exe+`"`)) {
+		t.Errorf("the command is not %s:\n%s", exe, wrapped)
+	}
+	if code := Main([]string{"wrap", "--client", "vscode"}, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !bytes.Equal(readFile(t, vscode), wrapped) {
+		t.Errorf("a second wrap changed the file:\n%s", readFile(t, vscode))
+	}
+	if code := Main([]string{"unwrap", "--client", "vscode"}, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	want, _, _ := clientconfig.Rewrite(orig, clientconfig.JSONC, []string{"/servers"}, clientconfig.Unwrap, clientconfig.Options{})
+	if got := readFile(t, vscode); !bytes.Equal(got, want) {
+		t.Errorf("unwrap did not restore the file:\n%s", got)
 	}
 }
 
