@@ -176,8 +176,8 @@ type Result struct {
 	Location
 	Old, New []byte
 	Changes  []Change
-	mode     fs.FileMode
-	target   string // Path with symlinks resolved: the file written
+	st       fs.FileInfo // the file's, when planned: mode and owner to keep
+	target   string      // Path with symlinks resolved: the file written
 }
 
 // Changed reports whether the file's bytes would change.
@@ -217,29 +217,29 @@ func Plan(loc Location, op Op, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", loc.Path, err)
 	}
-	return &Result{Location: loc, Old: old, New: newb, Changes: changes, mode: st.Mode().Perm(), target: target}, nil
+	return &Result{Location: loc, Old: old, New: newb, Changes: changes, st: st, target: target}, nil
 }
 
 // Write saves the old contents beside the file (its name plus BackupSuffix,
 // replacing an older backup) and then replaces the file in one step (a new
-// file renamed over it, with the old one's permissions), so a client reading
-// it never sees half a file. A symlinked file is written at its target. It
+// file renamed over it, with the old one's permissions and, as root, its
+// owner), so a client reading it never sees half a file. A symlinked file is written at its target. It
 // returns the backup's path; it does nothing when nothing changed.
 func (r *Result) Write() (backup string, err error) {
 	if !r.Changed() {
 		return "", nil
 	}
 	backup = r.target + BackupSuffix
-	if err := writeAtomic(backup, r.Old, r.mode); err != nil {
+	if err := writeAtomic(backup, r.Old, r.st); err != nil {
 		return "", fmt.Errorf("backup: %w", err)
 	}
-	if err := writeAtomic(r.target, r.New, r.mode); err != nil {
+	if err := writeAtomic(r.target, r.New, r.st); err != nil {
 		return backup, err
 	}
 	return backup, nil
 }
 
-func writeAtomic(name string, data []byte, mode fs.FileMode) error {
+func writeAtomic(name string, data []byte, st fs.FileInfo) error {
 	dir, base := filepath.Split(name)
 	f, err := os.CreateTemp(dir, "."+base+".tmp*")
 	if err != nil {
@@ -251,7 +251,11 @@ func writeAtomic(name string, data []byte, mode fs.FileMode) error {
 		f.Close()
 		return err
 	}
-	if err := f.Chmod(mode); err != nil {
+	if err := f.Chmod(st.Mode().Perm()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := keepOwner(f, st); err != nil {
 		f.Close()
 		return err
 	}

@@ -390,3 +390,4 @@ func TestPlanWrite(t *testing.T) {
 		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
 	}
 }
+
