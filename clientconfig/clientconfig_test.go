@@ -390,4 +390,3 @@ func TestPlanWrite(t *testing.T) {
 		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
 	}
 }
-
