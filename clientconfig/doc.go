@@ -29,12 +29,13 @@
 // moved into args byte for byte, and the args inserted in front take over
 // the first element's leading whitespace. So wrap followed by unwrap gives
 // back the original bytes. An entry without "args" gets one, written where
-// a person would not put one: on the command's line in JSON, and in TOML on
-// the line after the command with the comment "# added by rootfs wrap".
-// Unwrap removes an args array of exactly that form once it is empty, and
-// keeps any other, so an explicit "args": [] survives the round trip. (In a
-// TOML inline table, which must stay on one line, the form is
-// ', args = [...]' after the command, without the comment.)
+// people seldom put one: in JSON on the command's line, right after it; in
+// TOML on the line after the command, with the comment "# added by rootfs
+// wrap". Unwrap removes an args array of exactly that form once it is empty
+// and keeps any other, so an explicit "args": [] on a line of its own
+// survives the round trip; one written right after the command on its line
+// (or, in a TOML inline table, which has no room for the comment, right
+// after the command) is removed, which means the same to every client.
 //
 // # Servers left alone
 //

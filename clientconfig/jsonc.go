@@ -204,6 +204,11 @@ func (ed *jsonEditor) addedArgs(raw []string) hujson.ObjectMember {
 
 func (ed *jsonEditor) addArgs(raw []string) {
 	m := ed.addedArgs(raw)
+	if ed.cmd == len(ed.obj.Members)-1 {
+		// The last member carries the trailing comma, if any.
+		cmd := &ed.obj.Members[ed.cmd].Value
+		m.Value.AfterExtra, cmd.AfterExtra = cmd.AfterExtra, nil
+	}
 	ms := ed.obj.Members
 	ms = append(ms[:ed.cmd+1:ed.cmd+1], append([]hujson.ObjectMember{m}, ms[ed.cmd+1:]...)...)
 	ed.obj.Members = ms
@@ -225,6 +230,9 @@ func (ed *jsonEditor) dropAddedArgs() {
 		!bytes.Equal(got.Value.BeforeExtra, want.Value.BeforeExtra) ||
 		len(got.Value.AfterExtra) != 0 {
 		return
+	}
+	if ed.args == len(ed.obj.Members)-1 {
+		ed.obj.Members[ed.cmd].Value.AfterExtra = got.Value.AfterExtra // the trailing comma, if any
 	}
 	ed.obj.Members = append(ed.obj.Members[:ed.args:ed.args], ed.obj.Members[ed.args+1:]...)
 	ed.args = -1
