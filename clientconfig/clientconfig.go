@@ -188,6 +188,14 @@ func (r *Result) Diff() string {
 	return udiff.Unified(r.Path, r.Path, string(r.Old), string(r.New))
 }
 
+// MaxFileSize bounds the configuration files read; MCP configs are
+// kilobytes, ~/.claude.json a few megabytes.
+const MaxFileSize = 64 << 20
+
+// ErrChanged is returned by Write when the file changed after Plan read it
+// (a running client rewrote it); nothing was written.
+var ErrChanged = errors.New("the file changed while rootfs was rewriting it (is the client running?); nothing written, run again")
+
 // BackupSuffix is appended to a file's name for the copy made before it is
 // rewritten.
 const BackupSuffix = ".rootfs-backup"
@@ -209,6 +217,9 @@ func Plan(loc Location, op Op, opt Options) (*Result, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", loc.Path)
 	}
+	if st.Size() > MaxFileSize {
+		return nil, fmt.Errorf("%s: %d bytes, more than an MCP configuration holds (limit %d); left alone", loc.Path, st.Size(), MaxFileSize)
+	}
 	old, err := os.ReadFile(target)
 	if err != nil {
 		return nil, err
@@ -228,6 +239,10 @@ func Plan(loc Location, op Op, opt Options) (*Result, error) {
 func (r *Result) Write() (backup string, err error) {
 	if !r.Changed() {
 		return "", nil
+	}
+	// A client that rewrote the file since Plan would lose its change.
+	if now, err := os.ReadFile(r.target); err != nil || !bytes.Equal(now, r.Old) {
+		return "", ErrChanged
 	}
 	backup = r.target + BackupSuffix
 	if err := writeAtomic(backup, r.Old, r.st); err != nil {

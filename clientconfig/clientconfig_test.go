@@ -390,3 +390,45 @@ func TestPlanWrite(t *testing.T) {
 		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
 	}
 }
+
+// TestWriteRefusesChangedFile: a file rewritten between Plan and Write (a
+// running client) is not overwritten, and no backup is made.
+func TestWriteRefusesChangedFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(p, fixtures[0].read(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Plan(Location{Path: p, Format: JSONC, Servers: []string{"/servers"}}, Wrap, Options{Rootfs: testRootfs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := []byte(`{"servers": {}}`)
+	if err := os.WriteFile(p, theirs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Write(); !errors.Is(err, ErrChanged) {
+		t.Fatalf("Write: %v, want ErrChanged", err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, theirs) {
+		t.Error("the client's change was overwritten")
+	}
+	if _, err := os.Stat(p + BackupSuffix); err == nil {
+		t.Error("a backup was made")
+	}
+}
+
+// TestPlanRefusesHugeFile: a file beyond MaxFileSize is refused unread.
+func TestPlanRefusesHugeFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "mcp.json")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(MaxFileSize + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := Plan(Location{Path: p, Format: JSONC}, Wrap, Options{Rootfs: testRootfs}); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("Plan: %v, want a size error", err)
+	}
+}
