@@ -6,7 +6,7 @@
 //
 //	0    success (mount: unmounted cleanly after SIGINT/SIGTERM)
 //	1-124 run: the wrapped server's own status
-//	2    usage error (mount, doctor)
+//	2    usage error (mount, doctor, wrap, unwrap)
 //	125  run: rootfs itself failed (one line on stderr says why)
 //	126  run: COMMAND exists but cannot be executed
 //	127  run: COMMAND was not found
@@ -61,6 +61,8 @@ Usage:
   rootfs run [flags] -- COMMAND [ARG...]   wrap a stdio MCP server in a sandbox whose / is its roots
   rootfs mount [flags] MOUNTPOINT          mount the roots view for a person to inspect
   rootfs doctor                            check this machine for what rootfs needs
+  rootfs wrap [--client NAME] [--dry-run]  run the stdio servers of your MCP clients under rootfs
+  rootfs unwrap [--client NAME]            undo rootfs wrap
   rootfs version                           print the version and VCS revision (also --version)
   rootfs completion bash|zsh|fish          print a shell completion script
   rootfs help [COMMAND]                    show help for a command
@@ -72,8 +74,12 @@ Run "rootfs COMMAND --help" for a command's flags, examples and exit codes.
 // which both its own parser and the command tree (--help's flag list,
 // shell completion, the man page) call on their own flag sets.
 type command struct {
-	run   func(ctx context.Context, args []string, stderr io.Writer) error
-	usage string
+	run func(ctx context.Context, args []string, stderr io.Writer) error
+	// runOut, when set instead of run, is a command that prints what it was
+	// asked for (wrap's --dry-run diff) on stdout. run never gets stdout:
+	// for "rootfs run" it belongs to the MCP protocol.
+	runOut func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	usage  string
 	// flags registers the command's flags on f; nil means none.
 	flags func(f *pflag.FlagSet)
 	// operands says what completes the arguments that are not flags
@@ -89,6 +95,8 @@ func commands() map[string]command {
 		"mount":  {run: mountCommand, usage: mountUsage, flags: func(f *pflag.FlagSet) { addMountFlags(f, new(RootsOptions), new(MountOptions)) }, operands: cobra.ShellCompDirectiveFilterDirs},
 		"run":    {run: runCommand, usage: runUsage, flags: func(f *pflag.FlagSet) { new(runFlags).addFlags(f) }, passThrough: true},
 		"doctor": {run: doctorCommand, usage: doctorUsage, operands: cobra.ShellCompDirectiveNoFileComp},
+		"wrap":   {runOut: wrapCommand, usage: wrapUsage, flags: func(f *pflag.FlagSet) { new(WrapOptions).AddFlags(f) }, operands: cobra.ShellCompDirectiveNoFileComp},
+		"unwrap": {runOut: unwrapCommand, usage: unwrapUsage, flags: func(f *pflag.FlagSet) { new(WrapOptions).AddFlags(f) }, operands: cobra.ShellCompDirectiveNoFileComp},
 	}
 }
 

@@ -83,6 +83,9 @@ func newTree(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 			Args:               cobra.ArbitraryArgs,
 			DisableFlagParsing: true,
 			RunE: func(_ *cobra.Command, args []string) error {
+				if c.runOut != nil {
+					return c.runOut(ctx, args, stdout, stderr)
+				}
 				return c.run(ctx, args, stderr)
 			},
 			ValidArgsFunction: func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {

@@ -59,3 +59,70 @@ add. Exits 0 when "rootfs run" can work here, 1 otherwise.
 
 Flags:
 `
+
+const wrapUsage = `rootfs wrap: run the stdio servers of your MCP clients under rootfs
+
+Synopsis:
+  rootfs wrap [--client NAME]... [--project DIR] [--dry-run] [--rootfs PATH]
+
+Rewrites the MCP configuration of each client whose file exists, for the
+project in the current directory and for your user, so that each stdio
+server runs under "rootfs run":
+
+  {"command": "npx", "args": ["-y", "pkg"], "env": {"TOKEN": "..."}}
+  becomes
+  {"command": "/usr/bin/rootfs", "args": ["run", "--setenv", "TOKEN", "--", "npx", "-y", "pkg"], "env": {"TOKEN": "..."}}
+
+Each env name becomes --setenv NAME, which passes the value the client sets
+on rootfs on into the sandbox. HTTP and SSE servers, and entries that already
+run rootfs, are left alone and reported. Comments and layout are kept; only
+the command and the front of args change. Before writing a file, rootfs keeps
+its old contents beside it, in FILE.rootfs-backup. Wrapping twice changes
+nothing; "rootfs unwrap" restores the entries exactly.
+
+The command written is this binary's absolute path, because clients start
+servers with their own, often minimal, PATH; --rootfs rootfs writes the bare
+name instead (for project files shared with others). Quit Claude Code before
+wrapping ~/.claude.json: it rewrites that file while it runs.
+
+Files, per --client NAME:
+  vscode          .vscode/mcp.json, ~/.config/Code/User/mcp.json
+  claude-code     .mcp.json, ~/.claude.json (its own and each project's servers)
+  claude-desktop  ~/.config/Claude/claude_desktop_config.json
+  cursor          .cursor/mcp.json, ~/.cursor/mcp.json
+  gemini          .gemini/settings.json, ~/.gemini/settings.json
+  codex           .codex/config.toml, ~/.codex/config.toml ($CODEX_HOME)
+
+Codex gives no roots: a wrapped Codex server sees the directory rootfs starts
+in, which is the directory Codex runs in (the project). Claude Desktop may
+list no roots: add "--root", "DIR" after "run" for such a server.
+
+Examples:
+  rootfs wrap --dry-run              # show what would change
+  rootfs wrap --client vscode        # only VS Code's files
+
+Exit status:
+  0 when every file found was changed or needed no change, 1 when no file was
+  found or one could not be written (one line on stderr says why), 2 on a
+  usage error.
+
+Flags:
+`
+
+const unwrapUsage = `rootfs unwrap: undo rootfs wrap
+
+Synopsis:
+  rootfs unwrap [--client NAME]... [--project DIR] [--dry-run] [--rootfs PATH]
+
+Restores each entry of the form
+  rootfs run [--setenv NAME]... -- COMMAND [ARG...]
+to COMMAND [ARG...], from the entry alone (no backup needed), in the same
+files "rootfs wrap" changes. Entries that run rootfs with other flags
+(--root, --read-only, ...) were not written by wrap and are left alone and
+reported. The old contents are kept in FILE.rootfs-backup.
+
+Exit status:
+  as for rootfs wrap.
+
+Flags:
+`

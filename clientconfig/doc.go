@@ -1,0 +1,46 @@
+// Package clientconfig rewrites MCP clients' configuration files so that each
+// stdio server runs under "rootfs run", and restores them. It knows the files
+// of VS Code, Claude Code, Claude Desktop, Cursor, Gemini CLI and Codex, and
+// nothing of FUSE or of the MCP wire protocol.
+//
+// # The wrapped shape
+//
+// A stdio entry {command: CMD, args: [A...], env: {N: ...}} becomes
+//
+//	{command: ROOTFS, args: ["run", "--setenv", N, ..., "--", CMD, A...], env: {N: ...}}
+//
+// where ROOTFS is the path the caller chose (Options.Rootfs). The env block
+// stays: the client still sets it on the rootfs process, and each name's
+// "--setenv N" passes that value on into the sandbox, whose environment
+// otherwise starts nearly empty. Unwrap derives the original entry from this
+// shape alone (CMD is the element after "--", A... the rest), so it needs no
+// backup and no bookkeeping inside the entry. An entry whose command is
+// already rootfs is never wrapped again; if it has the shape above and the
+// env block gained a name, wrap adds the missing "--setenv". Entries of
+// another shape that run rootfs (with --root, say) are left alone by both.
+//
+// # Keeping the file as it was
+//
+// Files are patched, not re-serialised: JSON with comments through
+// github.com/tailscale/hujson, whose tree keeps every byte of whitespace and
+// comments, and TOML through byte edits at spans located by go-toml's
+// parser (github.com/pelletier/go-toml/v2/unstable). Only the command string
+// and the front of the args array change; the original command's literal is
+// moved into args byte for byte, and the args inserted in front take over
+// the first element's leading whitespace. So wrap followed by unwrap gives
+// back the original bytes. An entry without "args" gets one, written where
+// people seldom put one: in JSON on the command's line, right after it; in
+// TOML on the line after the command, with the comment "# added by rootfs
+// wrap". Unwrap removes an args array of exactly that form once it is empty
+// and keeps any other, so an explicit "args": [] on a line of its own
+// survives the round trip; one written right after the command on its line
+// (or, in a TOML inline table, which has no room for the comment, right
+// after the command) is removed, which means the same to every client.
+//
+// # Servers left alone
+//
+// HTTP and SSE servers (a "url", "httpUrl" or "serverUrl", or a "type" other
+// than stdio) have no process to wrap and are reported as skipped, as are
+// entries without a command and entries whose command or args are not
+// strings.
+package clientconfig

@@ -1,0 +1,161 @@
+package clientconfig
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// entry is one server entry as the shared logic sees it: decoded values for
+// deciding, and an editor that changes the file's bytes.
+type entry struct {
+	name       string
+	remote     string // non-empty: why this is not a stdio server
+	bad        string // non-empty: why this entry cannot be handled
+	hasCommand bool
+	command    string
+	hasArgs    bool
+	args       []string
+	env        []string // names, sorted, deduplicated
+	note       string   // said with a successful wrap
+	ed         editor
+}
+
+// editor changes one entry in place. Raw values are literals in the file's
+// syntax (quotes and escapes included).
+type editor interface {
+	commandRaw() string
+	setCommandRaw(raw string)
+	argRaw(i int) string
+	// spliceArgs replaces the args elements [i,j) with raw; the first
+	// element written takes over the leading whitespace of element i.
+	spliceArgs(i, j int, raw []string)
+	// addArgs adds an args array holding raw, right after the command.
+	addArgs(raw []string)
+	// dropAddedArgs removes an empty args array if it has exactly the form
+	// and place addArgs gives it. It is called after spliceArgs emptied it.
+	dropAddedArgs()
+	// quote makes a literal of s.
+	quote(s string) string
+}
+
+// wrappedShape recognises "run [--setenv NAME]... -- CMD [ARG...]" and
+// returns the names and the index of CMD.
+func wrappedShape(args []string) (setenv []string, cmd int, ok bool) {
+	if len(args) < 3 || args[0] != "run" {
+		return nil, 0, false
+	}
+	i := 1
+	for i+1 < len(args) && args[i] == "--setenv" && validEnvName(args[i+1]) {
+		setenv = append(setenv, args[i+1])
+		i += 2
+	}
+	if i+1 < len(args) && args[i] == "--" {
+		return setenv, i + 1, true
+	}
+	return nil, 0, false
+}
+
+func validEnvName(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "=\x00")
+}
+
+func (e *entry) wrap(opt Options) Change {
+	c := Change{Server: e.name}
+	switch {
+	case e.remote != "":
+		c.Action, c.Detail = Skipped, e.remote+": rootfs wraps stdio servers only"
+		return c
+	case e.bad != "":
+		c.Action, c.Detail = Skipped, e.bad
+		return c
+	case !e.hasCommand:
+		c.Action, c.Detail = Skipped, "no command"
+		return c
+	}
+	if isRootfs(e.command, opt) {
+		setenv, cmd, ok := wrappedShape(e.args)
+		if !ok {
+			c.Action, c.Detail = Skipped, "already runs rootfs, with arguments of its own"
+			return c
+		}
+		var missing []string
+		for _, n := range e.env {
+			if !slices.Contains(setenv, n) {
+				missing = append(missing, "--setenv", n)
+			}
+		}
+		if len(missing) == 0 {
+			c.Action = AlreadyWrapped
+			return c
+		}
+		e.ed.spliceArgs(cmd-1, cmd-1, e.quoteAll(missing))
+		c.Action = Updated
+		return c
+	}
+	front := []string{"run"}
+	for _, n := range e.env {
+		front = append(front, "--setenv", n)
+	}
+	front = append(front, "--")
+	raw := append(e.quoteAll(front), e.ed.commandRaw())
+	if e.hasArgs {
+		e.ed.spliceArgs(0, 0, raw)
+	} else {
+		e.ed.addArgs(raw)
+	}
+	e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
+	c.Action, c.Detail = Wrapped, e.note
+	return c
+}
+
+func (e *entry) unwrap(opt Options) Change {
+	c := Change{Server: e.name}
+	switch {
+	case e.remote != "":
+		c.Action, c.Detail = Skipped, e.remote
+		return c
+	case e.bad != "":
+		c.Action, c.Detail = Skipped, e.bad
+		return c
+	case !e.hasCommand || !isRootfs(e.command, opt):
+		c.Action = NotWrapped
+		return c
+	}
+	_, cmd, ok := wrappedShape(e.args)
+	if !ok {
+		c.Action, c.Detail = Skipped, "runs rootfs with arguments rootfs wrap does not write; edit it by hand"
+		return c
+	}
+	raw := e.ed.argRaw(cmd)
+	e.ed.spliceArgs(0, cmd+1, nil)
+	if cmd+1 == len(e.args) {
+		e.ed.dropAddedArgs()
+	}
+	e.ed.setCommandRaw(raw)
+	c.Action = Unwrapped
+	return c
+}
+
+func (e *entry) quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = e.ed.quote(s)
+	}
+	return out
+}
+
+func sortedNames(names []string) []string {
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// jsonQuote is a JSON string literal of s; it is a valid TOML basic string
+// too (JSON's escapes are a subset of TOML's).
+func jsonQuote(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -1,0 +1,10 @@
+//go:build !unix
+
+package clientconfig
+
+import (
+	"io/fs"
+	"os"
+)
+
+func keepOwner(*os.File, fs.FileInfo) error { return nil }

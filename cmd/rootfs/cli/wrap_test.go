@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rootfs-dev/rootfs/clientconfig"
+)
+
+// wrapHome makes a temporary home and project with a VS Code project file
+// (the clientconfig fixture, with comments, env, HTTP servers and an entry
+// already wrapped) and a Cursor user file, and runs the test from the
+// project.
+func wrapHome(t *testing.T) (vscode, cursor string, vscodeOrig, cursorOrig []byte) {
+	t.Helper()
+	home := t.TempDir()
+	project := filepath.Join(home, "src", "app")
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("CODEX_HOME", "")
+	vscode = filepath.Join(project, ".vscode", "mcp.json")
+	cursor = filepath.Join(home, ".cursor", "mcp.json")
+	var err error
+	if vscodeOrig, err = os.ReadFile("../../../clientconfig/testdata/vscode-mcp.json"); err != nil {
+		t.Fatal(err)
+	}
+	if cursorOrig, err = os.ReadFile("../../../clientconfig/testdata/cursor-mcp.json"); err != nil {
+		t.Fatal(err)
+	}
+	for p, b := range map[string][]byte{vscode: vscodeOrig, cursor: cursorOrig} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(project)
+	return vscode, cursor, vscodeOrig, cursorOrig
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestWrapVSCode runs "rootfs wrap --client vscode" in a temporary home and
+// project: only VS Code's file changes, a backup holds its old bytes, a
+// second wrap changes nothing, and "rootfs unwrap" restores it byte for
+// byte.
+func TestWrapVSCode(t *testing.T) {
+	vscode, cursor, vscodeOrig, cursorOrig := wrapHome(t)
+	var stderr bytes.Buffer
+	if code := Main([]string{"wrap", "--client", "vscode", "--rootfs", "/opt/bin/rootfs"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stderr.String()
+	t.Logf("stderr:\n%s", out)
+	got := readFile(t, vscode)
+	if !bytes.Contains(got, []byte(`"command": "/opt/bin/rootfs"`)) || !bytes.Contains(got, []byte(`"args": ["run", "--setenv", "GITHUB_PERSONAL_ACCESS_TOKEN", "--setenv", "GITHUB_TOOLSETS", "--", "docker",`)) {
+		t.Errorf("not wrapped:\n%s", got)
+	}
+	if !bytes.Contains(got, []byte("// The reference filesystem server")) {
+		t.Error("a comment was lost")
+	}
+	if b := readFile(t, vscode+clientconfig.BackupSuffix); !bytes.Equal(b, vscodeOrig) {
+		t.Error("the backup does not hold the old contents")
+	}
+	for _, want := range []string{
+		"previous contents are in " + vscode + clientconfig.BackupSuffix,
+		"remote: left alone: a remote server (type \"http\")",
+		"already: already wrapped",
+		"filesystem: wrapped",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if b := readFile(t, cursor); !bytes.Equal(b, cursorOrig) {
+		t.Error("--client vscode changed Cursor's file")
+	}
+
+	stderr.Reset()
+	if code := Main([]string{"wrap", "--client", "vscode", "--rootfs", "/opt/bin/rootfs"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("second wrap: exit %d: %s", code, stderr.String())
+	}
+	if b := readFile(t, vscode); !bytes.Equal(b, got) {
+		t.Error("a second wrap changed the file")
+	}
+	if !strings.Contains(stderr.String(), "nothing to change") {
+		t.Errorf("second wrap did not say nothing changed:\n%s", stderr.String())
+	}
+
+	stderr.Reset()
+	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("unwrap: exit %d: %s", code, stderr.String())
+	}
+	// The fixture's own "already" entry is unwrapped too; everything else
+	// is back byte for byte.
+	want, _, err := clientconfig.Rewrite(vscodeOrig, clientconfig.JSONC, []string{"/servers"}, clientconfig.Unwrap, clientconfig.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := readFile(t, vscode); !bytes.Equal(b, want) {
+		t.Errorf("unwrap did not restore the file:\n%s\nwant\n%s", b, want)
+	}
+}
+
+// TestWrapDryRun: --dry-run prints a unified diff on stdout and writes
+// nothing, not even a backup; without --client it finds both clients.
+func TestWrapDryRun(t *testing.T) {
+	vscode, cursor, vscodeOrig, cursorOrig := wrapHome(t)
+	var stdout, stderr bytes.Buffer
+	o := WrapOptions{DryRun: true, Rootfs: "/opt/bin/rootfs"}
+	if err := runWrap(context.Background(), clientconfig.Wrap, o, &stdout, &stderr); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	diff := stdout.String()
+	for _, want := range []string{"--- " + vscode, "+++ " + vscode, "--- " + cursor, `-      "command": "npx",`, `+      "command": "/opt/bin/rootfs",`} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff lacks %q:\n%s", want, diff)
+		}
+	}
+	if !bytes.Equal(readFile(t, vscode), vscodeOrig) || !bytes.Equal(readFile(t, cursor), cursorOrig) {
+		t.Error("--dry-run changed a file")
+	}
+	for _, p := range []string{vscode, cursor} {
+		if _, err := os.Stat(p + clientconfig.BackupSuffix); err == nil {
+			t.Errorf("--dry-run wrote %s", p+clientconfig.BackupSuffix)
+		}
+	}
+}
+
+// TestWrapDefaultRootfs: without --rootfs the entry names this binary by an
+// absolute path, so a client with a minimal PATH still finds it; and though
+// this binary (the test binary) is not named rootfs, a second wrap sees its
+// entries as wrapped and unwrap restores them.
+func TestWrapDefaultRootfs(t *testing.T) {
+	vscode, _, orig, _ := wrapHome(t)
+	var stderr bytes.Buffer
+	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := readFile(t, vscode)
+	if !bytes.Contains(wrapped, []byte(`"command": "`+exe+`"`)) {
+		t.Errorf("the command is not %s:\n%s", exe, wrapped)
+	}
+	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !bytes.Equal(readFile(t, vscode), wrapped) {
+		t.Errorf("a second wrap changed the file:\n%s", readFile(t, vscode))
+	}
+	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	want, _, _ := clientconfig.Rewrite(orig, clientconfig.JSONC, []string{"/servers"}, clientconfig.Unwrap, clientconfig.Options{})
+	if got := readFile(t, vscode); !bytes.Equal(got, want) {
+		t.Errorf("unwrap did not restore the file:\n%s", got)
+	}
+}
+
+// TestWrapErrors: an unknown client is a usage error (2); no configuration
+// anywhere is an error (1) that says where it looked.
+func TestWrapErrors(t *testing.T) {
+	wrapHome(t)
+	var stderr bytes.Buffer
+	if code := Main([]string{"wrap", "--client", "emacs"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown client "emacs"`) {
+		t.Errorf("unknown client: exit %d: %s", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := Main([]string{"wrap", "--client", "codex"}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "no MCP client configuration found") || !strings.Contains(stderr.String(), "config.toml") {
+		t.Errorf("no config: exit %d: %s", code, stderr.String())
+	}
+}
