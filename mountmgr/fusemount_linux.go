@@ -182,9 +182,6 @@ func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
 // Dir is the absolute mount point.
 func (m *FUSEMount) Dir() string { return m.dir }
 
-// Server is the go-fuse server, for callers that need its statistics.
-func (m *FUSEMount) Server() *fuse.Server { return m.srv }
-
 // CheckTable refuses a table that has a root at or above the mount point;
 // swapping it in would deadlock. It uses identities recorded before
 // mounting, so it never touches the mount.

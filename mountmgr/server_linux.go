@@ -62,9 +62,6 @@ type Server struct {
 // forwarded to the server; SIGKILL tears the whole sandbox down.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
-// Done is closed when the sandbox has exited.
-func (s *Server) Done() <-chan struct{} { return s.done }
-
 // Wait blocks until the sandbox exits and returns the server's exit status
 // (128+n when it died of signal n).
 func (s *Server) Wait() int {

@@ -15,7 +15,7 @@ import (
 var errNotLinux = errors.New("the sandbox needs Linux")
 
 // MaybeRunStage does nothing off Linux.
-func MaybeRunStage() bool { return false }
+func MaybeRunStage() {}
 
 // InDaemon is always false off Linux.
 func InDaemon() bool { return false }
@@ -55,7 +55,6 @@ type Server struct {
 }
 
 func (s *Server) Pid() int               { return 0 }
-func (s *Server) Done() <-chan struct{}  { return nil }
 func (s *Server) Wait() int              { return 125 }
 func (s *Server) Signal(os.Signal) error { return errNotLinux }
 func (s *Server) Stop(time.Duration) int { return 125 }
