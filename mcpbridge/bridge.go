@@ -299,7 +299,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer func() {
 		// Queues are stopped by now, so a handler blocked on one has returned or will.
 		b.hmu.Lock()
-		b.hmu.Unlock() //nolint:staticcheck // a barrier: wait for handlers in progress
+		//lint:ignore SA2001 a barrier: wait for the handlers in progress
+		b.hmu.Unlock()
 	}()
 	if cause.client {
 		// Deliver what the server should still see (a last notification), then close its

@@ -249,16 +249,16 @@ func (h *harness) sync(id string) (skipped []string) {
 	}
 }
 
-func (h *harness) wait() (error, time.Duration) {
+func (h *harness) wait() error {
 	h.t.Helper()
 	select {
 	case err := <-h.done:
 		h.done <- err // for Cleanup
-		return err, 0
+		return err
 	case <-time.After(hang):
 		h.t.Fatal("Run did not return")
 	}
-	return nil, 0
+	return nil
 }
 
 func entryNames(t *vfs.Table) []string {

@@ -425,7 +425,7 @@ func TestProbeThenEOF(t *testing.T) {
 	start := time.Now()
 	h.cliW.Close()
 	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"method not found: server/discover (rootfs speaks the initialize handshake)"}}`)
-	err, _ := h.wait()
+	err := h.wait()
 	if !errors.Is(err, ErrClientClosed) {
 		t.Fatalf("Run: %v, want ErrClientClosed", err)
 	}
@@ -448,7 +448,7 @@ func TestClientEOFClosesServerStdin(t *testing.T) {
 		t.Error("more server input")
 	}
 	eof := time.Since(start)
-	err, _ := h.wait()
+	err := h.wait()
 	if !errors.Is(err, ErrClientClosed) {
 		t.Fatalf("Run: %v, want ErrClientClosed", err)
 	}
@@ -476,7 +476,7 @@ func TestServerExitAnswersPending(t *testing.T) {
 	if !got["3"] || !got["x"] {
 		t.Errorf("answered %v", got)
 	}
-	err, _ := h.wait()
+	err := h.wait()
 	if !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Run: %v, want ErrServerClosed", err)
 	}

@@ -167,7 +167,7 @@ func plan(spec *Spec) ([]mountOp, error) {
 				ops = append(ops, mountOp{kind: "symlink", source: target, dest: host})
 				continue
 			}
-			if fi, err = os.Stat(host); err != nil {
+			if _, err := os.Stat(host); err != nil {
 				continue
 			}
 		}
