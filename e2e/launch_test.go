@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
 // Servers installed the usual ways (npx, a venv on an interpreter outside
@@ -586,3 +588,45 @@ func TestLaunchSetenvName(t *testing.T) {
 	_, status, stderr := rawRun(t, wrap(rootfs, []string{"--setenv", "ROOTFS_E2E_UNSET"}, script), launchEnv(home), 10*time.Second)
 	expect(t, kindWorks, "--setenv of an unset NAME is refused in one line", status == 125 && strings.Contains(stderr, "ROOTFS_E2E_UNSET is not set"), "status %d, stderr:\n%s", status, stderr)
 }
+
+// --- --git-identity --------------------------------------------------------------
+
+func TestLaunchGitIdentity(t *testing.T) {
+	rootfs := buildRootfs(t)
+	naive := buildNaive(t)
+	testutil.RequireRoot(t) // to give the repository another owner
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("needs git")
+	}
+	home, _ := launchHome(t)
+	mustWrite(t, filepath.Join(home, ".gitconfig"), "[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
+	// A checkout owned by someone else, as a user's repository is for the
+	// server running as root: git refuses it without safe.directory.
+	repo := filepath.Join(filepath.Dir(home), "repo")
+	must(t, os.MkdirAll(repo, 0o755))
+	if out, err := exec.Command(git, "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	must(t, filepath.WalkDir(repo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 12345, 12345)
+	}))
+	steps := []step{
+		call("ident", "exec", map[string]any{"argv": []string{"git", "var", "GIT_AUTHOR_IDENT"}}),
+		call("status", "exec", map[string]any{"argv": []string{"git", "-C", "/repo", "status", "--short"}}),
+	}
+	env := map[string]string{"HOME": home}
+	tr := runTS(t, wrap(rootfs, []string{"--git-identity", "--root", repo}, naive), scenario{Env: env, Roots: []mcpRoot{}, Steps: steps})
+	id, st := tr.step(t, "ident"), tr.step(t, "status")
+	expect(t, kindWorks, "--git-identity: git inside knows the user's name and email", id.succeeded() && strings.Contains(id.Text, "Ada Lovelace <ada@example.org>"), "%s\nstderr:\n%s", id, tr.stderr)
+	expect(t, kindWorks, "--git-identity: git accepts a root owned by another user", st.succeeded(), "%s", st)
+
+	plain := runTS(t, wrap(rootfs, []string{"--root", repo}, naive), scenario{Env: env, Roots: []mcpRoot{}, Steps: steps})
+	id, st = plain.step(t, "ident"), plain.step(t, "status")
+	expect(t, kindControl, "without --git-identity git inside does not know the user", !strings.Contains(id.Text, "Ada Lovelace"), "%s", id)
+	expect(t, kindControl, "without --git-identity git refuses the root (dubious ownership)", !st.succeeded() && strings.Contains(st.Text, "dubious ownership"), "%s", st)
+}
+
