@@ -629,4 +629,3 @@ func TestLaunchGitIdentity(t *testing.T) {
 	expect(t, kindControl, "without --git-identity git inside does not know the user", !strings.Contains(id.Text, "Ada Lovelace"), "%s", id)
 	expect(t, kindControl, "without --git-identity git refuses the root (dubious ownership)", !st.succeeded() && strings.Contains(st.Text, "dubious ownership"), "%s", st)
 }
-
