@@ -164,7 +164,7 @@ const npxPkg = "rootfs-e2e-echo"
 
 // npmTarball packs echoJS as an npm package (package/package.json,
 // package/server.js), as "npm pack" would.
-func npmTarball(t *testing.T) []byte {
+func npmTarball(t testing.TB) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -177,18 +177,18 @@ func npmTarball(t *testing.T) []byte {
 		{"package/server.js", echoJS, 0o755},
 	}
 	for _, f := range files {
-		must(t, tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body)), ModTime: time.Unix(499162500, 0)}))
+		mustTB(t, tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.body)), ModTime: time.Unix(499162500, 0)}))
 		_, err := tw.Write([]byte(f.body))
-		must(t, err)
+		mustTB(t, err)
 	}
-	must(t, tw.Close())
-	must(t, gz.Close())
+	mustTB(t, tw.Close())
+	mustTB(t, gz.Close())
 	return buf.Bytes()
 }
 
 // npmRegistry serves npxPkg like the npm registry (packument and tarball),
 // so the tests depend on no outside service.
-func npmRegistry(t *testing.T) *httptest.Server {
+func npmRegistry(t testing.TB) *httptest.Server {
 	t.Helper()
 	tgz := npmTarball(t)
 	sum512 := sha512.Sum512(tgz)
@@ -243,6 +243,13 @@ func warmNpx(t testing.TB, home, registry string) {
 	cmd.Stdin = strings.NewReader("") // the server exits at EOF
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("warming the npm cache: %v\n%s", err, out)
+	}
+}
+
+func mustTB(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
