@@ -81,8 +81,9 @@ type Spec struct {
 	// holding the placeholders from Placeholders.
 	NewRoot string `json:"newRoot"`
 	// Argv is the command; Argv[0] is the absolute host path from
-	// ResolveCommand. The executable (not its directory) is bound read-only
-	// when it lies outside the runtime directories.
+	// ResolveCommand (the executable, not its directory, is bound read-only
+	// when it lies outside the runtime directories and Binds do not hold
+	// it), or a path in the view when CommandInView.
 	Argv []string `json:"argv"`
 	// Env is the server's whole environment (see BuildEnv). Nothing of
 	// rootfs's own environment is passed.
