@@ -465,6 +465,14 @@ func (r *resolver) unsafeDir(dir string) string {
 	if hasCredentialElem(dir) {
 		return "inside a credential directory"
 	}
+	if r.home != "" {
+		switch rel, _ := filepath.Rel(r.home, dir); rel {
+		case ".local", ".local/share", ".local/state", ".cache", "snap", "Library":
+			// Per-user data (pip --user, XDG data and state), not an
+			// installation: history, keyrings, trash and the like.
+			return "per-user data, not an installation"
+		}
+	}
 	if name, n := scanCredentials(dir); name != "" {
 		return "holds " + name
 	} else if n > scanLimit {

@@ -137,13 +137,14 @@ func TestResolveAutoBindNeverHomeOrCredentials(t *testing.T) {
 	writeFile(t, filepath.Join(home, "tools", "a", "b", ".aws"), "", 0o600)
 	writeFile(t, filepath.Join(home, "tools", "bin", "y"), "#!/bin/sh\n", 0o755)
 	writeFile(t, filepath.Join(home, ".ssh", "bin", "z"), "#!/bin/sh\n", 0o755)
-	for _, exe := range []string{filepath.Join(home, "bin", "x"), filepath.Join(home, "tools", "bin", "y"), filepath.Join(home, ".ssh", "bin", "z")} {
+	writeFile(t, filepath.Join(home, ".local", "bin", "w"), "#!/bin/sh\n", 0o755)
+	for _, exe := range []string{filepath.Join(home, ".local", "bin", "w"), filepath.Join(home, "bin", "x"), filepath.Join(home, "tools", "bin", "y"), filepath.Join(home, ".ssh", "bin", "z")} {
 		got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: home, Lookup: func(string) (string, bool) { return "", false }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, b := range got.Binds {
-			if b.Dest == home || b.Dest == filepath.Join(home, "tools") || strings.Contains(b.Dest, ".ssh") {
+			if b.Dest == home || b.Dest == filepath.Join(home, "tools") || b.Dest == filepath.Join(home, ".local") || strings.Contains(b.Dest, ".ssh") {
 				t.Errorf("%s: bound %s", exe, b.Dest)
 			}
 		}
