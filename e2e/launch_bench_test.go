@@ -17,7 +17,7 @@ import (
 // (the package in ~/.npm/_npx). The package comes from a registry served by
 // the test on localhost (npxPkg), or, with ROOTFS_BENCH_NPX_PKG set (e.g.
 // @modelcontextprotocol/server-everything@2026.8.31), from the npm
-// registry itself. Run with, e.g.:
+// registry itself; ROOTFS_RUN_ARGS adds flags to "rootfs run". Run with, e.g.:
 //
 //	go test ./e2e -run '^$' -bench NpxStartup -benchtime 5x
 func BenchmarkNpxStartup(b *testing.B) {
@@ -41,6 +41,7 @@ func BenchmarkNpxStartup(b *testing.B) {
 	if registry == "" {
 		runFlags = nil
 	}
+	runFlags = append(runFlags, strings.Fields(os.Getenv("ROOTFS_RUN_ARGS"))...) // to try a flag
 	warmHome := filepath.Join(b.TempDir(), "home")
 	mustTB(b, os.MkdirAll(warmHome, 0o755))
 	if _, err := startToInitialize(npx, launchEnv(warmHome, extra...)); err != nil { // warms ~/.npm
@@ -81,10 +82,20 @@ func BenchmarkNpxStartup(b *testing.B) {
 
 // startToInitialize starts argv, sends initialize and returns the time to
 // its answer; it then closes stdin and waits for the exit (not timed).
+//
+// It runs in an empty directory: npx prefers a package installed in the
+// working directory's node_modules (e2e/node_modules holds the reference
+// servers), which would measure no launcher at all.
 func startToInitialize(argv, env []string) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "rootfs-bench-cwd-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
 	start := time.Now()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
+	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return 0, err
@@ -120,6 +131,9 @@ func startToInitialize(argv, env []string) (time.Duration, error) {
 	}
 	if d == 0 {
 		return 0, &benchError{argv: argv, stderr: stderr.String()}
+	}
+	if os.Getenv("ROOTFS_BENCH_STDERR") != "" {
+		os.Stderr.WriteString(stderr.String())
 	}
 	return d, nil
 }
