@@ -616,8 +616,9 @@ func (r *resolver) launcherCaches(exe string) {
 		cache(npmCache, "npm_config_cache", true, "npm_config_prefer_offline=true", "npm_config_update_notifier=false")
 	case names["uvx"] || names["uv"]:
 		cache(first(get("UV_CACHE_DIR"), filepath.Join(cacheHome, "uv")), "UV_CACHE_DIR", true)
-		cache(first(get("UV_PYTHON_INSTALL_DIR"), filepath.Join(dataHome, "uv", "python")), "UV_PYTHON_INSTALL_DIR", false)
-		cache(first(get("UV_TOOL_DIR"), filepath.Join(dataHome, "uv", "tools")), "UV_TOOL_DIR", false)
+		// uv takes locks in its Python and tool directories too.
+		cache(first(get("UV_PYTHON_INSTALL_DIR"), filepath.Join(dataHome, "uv", "python")), "UV_PYTHON_INSTALL_DIR", true)
+		cache(first(get("UV_TOOL_DIR"), filepath.Join(dataHome, "uv", "tools")), "UV_TOOL_DIR", true)
 	case names["pipx"]:
 		cache(first(get("PIPX_HOME"), filepath.Join(dataHome, "pipx")), "PIPX_HOME", true)
 	}
