@@ -71,6 +71,9 @@ type MissingError struct {
 
 func (e *MissingError) Error() string {
 	s := fmt.Sprintf("%s %s named by %s does not exist", e.What, e.Path, e.From)
+	if e.What == "command" {
+		s = e.Path + " does not exist"
+	}
 	if e.What == "env" {
 		s = fmt.Sprintf("%s runs \"env %s\" but %s is not in the server's PATH", e.From, e.Path, e.Path)
 	}
