@@ -636,3 +636,38 @@ func TestLaunchGitIdentity(t *testing.T) {
 	expect(t, kindControl, "without --git-identity git inside does not know the user", !strings.Contains(id.Text, "Ada Lovelace"), "%s", id)
 	expect(t, kindControl, "without --git-identity git refuses the root (dubious ownership)", !st.succeeded() && strings.Contains(st.Text, "dubious ownership"), "%s", st)
 }
+
+// --- no roots from anywhere ------------------------------------------------------
+
+func TestLaunchWorkingDirectoryIsTheFallbackRoot(t *testing.T) {
+	rootfs := buildRootfs(t)
+	naive := buildNaive(t)
+	home, _ := launchHome(t)
+	proj := filepath.Join(home, "proj")
+	mustWrite(t, filepath.Join(proj, "plan.md"), "the plan\n")
+	noRoots := map[string]any{}
+	env := map[string]string{"HOME": home}
+
+	tr := runTS(t, wrap(rootfs, nil, naive), scenario{Env: env, Cwd: proj, Capabilities: noRoots, Steps: []step{
+		until("plan", "read_file", map[string]any{"path": "/proj/plan.md"}, []string{"the plan"}, nil),
+	}})
+	r := tr.step(t, "plan")
+	expect(t, kindWorks, "a client without roots and no --root: the working directory is the root", r.Satisfied, "%s\nstderr:\n%s", r, tr.stderr)
+	expect(t, kindWorks, "the log says which root it chose", strings.Contains(tr.stderr, "the working directory is the root") && strings.Contains(tr.stderr, proj), "stderr:\n%s", tr.stderr)
+
+	// Started in the home directory itself: no root, and one line naming --root.
+	tr = runTS(t, wrap(rootfs, nil, naive), scenario{Env: env, Cwd: home, Capabilities: noRoots, Steps: []step{
+		call("notes", "read_file", map[string]any{"path": "/" + filepath.Base(home) + "/notes.txt"}),
+		call("list", "list_dir", map[string]any{"path": "/"}),
+	}})
+	n := tr.step(t, "notes")
+	expect(t, kindContain, "started in the home directory, the home directory is not made a root", !n.succeeded() && !strings.Contains(n.Text, "private notes"), "%s", n)
+	expect(t, kindWorks, "and rootfs says so naming --root", strings.Contains(tr.stderr, "pass --root"), "stderr:\n%s", tr.stderr)
+
+	// Control: given as --root, the same file is read (so the case can fail).
+	tr = runTS(t, wrap(rootfs, []string{"--root", home}, naive), scenario{Env: env, Cwd: home, Capabilities: noRoots, Steps: []step{
+		call("notes", "read_file", map[string]any{"path": "/" + filepath.Base(home) + "/notes.txt"}),
+	}})
+	n = tr.step(t, "notes")
+	expect(t, kindControl, "with --root the home directory's file is read", n.succeeded() && strings.Contains(n.Text, "private notes"), "%s", n)
+}
