@@ -420,7 +420,7 @@ func TestLaunchVenvOutsideUsr(t *testing.T) {
 	ok, status, stderr := rawRun(t, wrap(rootfs, []string{"--no-auto-bind"}, server), launchEnv(home), 30*time.Second)
 	expect(t, kindControl, "without auto-bind the venv server cannot start", !ok && status == 127, "ok=%v status=%d", ok, status)
 	expect(t, kindWorks, "the exec error names the missing interpreter and --ro-bind",
-		strings.Contains(stderr, "#! interpreter "+filepath.Join(venv, "bin", "python")) && strings.Contains(stderr, "--ro-bind") && strings.Contains(stderr, "--no-auto-bind"),
+		strings.Contains(stderr, "#! interpreter "+filepath.Join(venv, "bin", "python")) && strings.Contains(stderr, "--ro-bind "+venv) && strings.Contains(stderr, "--no-auto-bind"),
 		"stderr:\n%s", stderr)
 }
 

@@ -85,7 +85,7 @@ func runInit() {
 			// ENOENT names the command even when what is missing is its
 			// interpreter, a symlink's target or its ELF loader: say which.
 			if d := DiagnoseExec(spec.Argv[0], spec.Env); d != nil {
-				msg = d.Error() + " in the sandbox; add its directory with --ro-bind DIR"
+				msg = d.Error() + " in the sandbox; add it with --ro-bind " + bindHint(d)
 				if !spec.AutoBind {
 					msg += ", or drop --no-auto-bind"
 				}
@@ -106,6 +106,20 @@ func runInit() {
 		devnull.Close()
 	}
 	os.Exit(reap(cmd.Process.Pid, sigs))
+}
+
+// bindHint names the directory to bind for what d says is missing: the
+// installation prefix of a file in bin/, else its directory.
+func bindHint(err error) string {
+	var me *MissingError
+	if !errors.As(err, &me) || !filepath.IsAbs(me.Path) {
+		return "DIR"
+	}
+	d := filepath.Dir(me.Path)
+	if b := filepath.Base(d); (b == "bin" || b == "sbin") && strings.Count(d, "/") > 2 {
+		d = filepath.Dir(d)
+	}
+	return d
 }
 
 // reap forwards signals to the server and reaps every zombie of the PID
