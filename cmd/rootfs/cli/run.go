@@ -161,16 +161,10 @@ func (rf *runFlags) binds() ([]mountmgr.Bind, error) {
 	return out, nil
 }
 
-// inViewCommand is a COMMAND that runs from the view: the entry it is in,
-// and that entry's host path when the command was resolved.
-type inViewCommand struct {
-	entry, host string
-}
-
 // spec builds the sandbox spec from the flags (NewRoot is filled in later):
 // COMMAND resolved on the host or in the view of the static roots, then
 // (unless --no-auto-bind) what it needs to start, then the environment.
-func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *inViewCommand, error) {
+func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *viewPath, error) {
 	env, err := mountmgr.BuildEnvLookup(os.LookupEnv, rf.run.SetEnv, rf.run.UnsetEnv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
@@ -215,13 +209,11 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *i
 			return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
 		}
 	}
-	var ivc *inViewCommand
-	if inView != nil {
-		ivc = &inViewCommand{entry: inView.entry, host: inView.host}
-	}
-	return spec, ivc, nil
+	return spec, inView, nil
 }
 
+// viewPath is a COMMAND that runs from the view: its path there, the entry
+// it is in, and that entry's host path when the command was resolved.
 type viewPath struct {
 	path, entry, host string
 }
