@@ -629,10 +629,7 @@ func (r *resolver) launcherCaches(exe string) {
 
 // finish turns the sets into sorted binds, none beneath a bound directory.
 func (r *resolver) finish() {
-	all := map[string]bool{}
-	for d := range r.dirs {
-		all[d] = true
-	}
+	all := map[string]bool{} // path -> is a directory
 	for f := range r.files {
 		all[f] = false
 	}
