@@ -37,6 +37,11 @@ import (
 // finds a credential file or directory (credentialNames) or more than
 // scanLimit entries: "~/bin/server" binds the file, never "~", and a
 // project's bin/ beside a .env binds the file, never the project.
+//
+// Nothing named through a file the server can write (AutoBindOptions.
+// Writable: the read-write roots known at start) is bound: a server that
+// rewrote a #! line, a symlink or a pyvenv.cfg in its root would otherwise
+// choose what the next start shows it.
 
 // credentialNames are entry names that mark a directory as holding
 // credentials: a prefix that contains one (three levels down at most) is
@@ -96,8 +101,11 @@ type AutoBindOptions struct {
 	// Name is COMMAND as the user typed it ("npx"), for launcher detection.
 	Name string
 	// InView says the command itself is in the view (a file in a root):
-	// its interpreters are followed and bound, the command is not.
+	// its interpreters are followed, the command is not bound.
 	InView bool
+	// Writable are host directories the server may write (the read-write
+	// static roots): nothing named through a file in them is bound.
+	Writable []string
 }
 
 // AutoBind is what ResolveAutoBind found.
@@ -158,7 +166,7 @@ func ResolveAutoBind(spec *Spec, exe string, opts AutoBindOptions) (*AutoBind, e
 		}
 	}
 	r := &resolver{spec: spec, opts: opts, home: filepath.Clean(home), visited: map[string]bool{}, files: map[string]bool{}, dirs: map[string]bool{}}
-	if err := r.exec(exe, "COMMAND", 0); err != nil {
+	if err := r.exec(exe, "COMMAND", 0, false); err != nil {
 		return nil, err
 	}
 	r.launcherCaches(exe)
@@ -173,7 +181,7 @@ func DiagnoseExec(path string, env []string) error {
 	spec := &Spec{Env: env, RuntimeDirs: []string{}}
 	r := &resolver{spec: spec, check: true, visited: map[string]bool{}, files: map[string]bool{}, dirs: map[string]bool{}}
 	r.opts.Lookup = func(string) (string, bool) { return "", false }
-	err := r.exec(path, "COMMAND", 0)
+	err := r.exec(path, "COMMAND", 0, false)
 	var me *MissingError
 	if errors.As(err, &me) {
 		return me
@@ -227,7 +235,7 @@ func chain(p, from string) ([]string, error) {
 }
 
 // exec follows an executable: its symlinks, prefix, and #! or ELF.
-func (r *resolver) exec(p, from string, depth int) error {
+func (r *resolver) exec(p, from string, depth int, taint bool) error {
 	if depth > maxInterp {
 		return fmt.Errorf("%w: %s: more than %d levels of #! interpreters", ErrCommandNotExecutable, p, maxInterp)
 	}
@@ -244,6 +252,9 @@ func (r *resolver) exec(p, from string, depth int) error {
 		return err
 	}
 	final := links[len(links)-1]
+	for _, l := range links {
+		taint = taint || r.untrusted(l)
+	}
 	if r.visited[final] {
 		return nil
 	}
@@ -260,6 +271,9 @@ func (r *resolver) exec(p, from string, depth int) error {
 	}
 	if depth > 0 || !r.opts.InView {
 		for _, l := range links {
+			if r.refuseTainted(l, taint) {
+				continue
+			}
 			r.addFile(l)
 			r.addPrefix(l)
 		}
@@ -274,22 +288,22 @@ func (r *resolver) exec(p, from string, depth int) error {
 	head = head[:n]
 	switch {
 	case n >= 2 && head[0] == '#' && head[1] == '!':
-		return r.shebang(final, head, depth)
+		return r.shebang(final, head, depth, taint)
 	case n >= 4 && string(head[:4]) == elf.ELFMAG:
-		return r.elf(final, true)
+		return r.elf(final, true, taint)
 	}
 	return nil
 }
 
 // shebang follows "#!INTERP [ARG]", and "env [-S] NAME" through the PATH.
-func (r *resolver) shebang(script string, head []byte, depth int) error {
+func (r *resolver) shebang(script string, head []byte, depth int, taint bool) error {
 	line, _, _ := strings.Cut(string(head[2:]), "\n")
 	fields := strings.Fields(line)
 	if len(fields) == 0 {
 		return fmt.Errorf("%w: %s: empty #! line", ErrCommandNotExecutable, script)
 	}
 	interp := fields[0]
-	if err := r.exec(interp, script, depth+1); err != nil {
+	if err := r.exec(interp, script, depth+1, taint); err != nil {
 		return err
 	}
 	if filepath.Base(interp) != "env" {
@@ -306,7 +320,7 @@ func (r *resolver) shebang(script string, head []byte, depth int) error {
 			continue
 		}
 		if strings.Contains(a, "/") {
-			return r.exec(a, script, depth+1)
+			return r.exec(a, script, depth+1, taint)
 		}
 		for _, dir := range filepath.SplitList(r.envValue("PATH")) {
 			if !filepath.IsAbs(dir) {
@@ -314,7 +328,7 @@ func (r *resolver) shebang(script string, head []byte, depth int) error {
 			}
 			c := filepath.Join(dir, a)
 			if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0 {
-				return r.exec(c, script, depth+1)
+				return r.exec(c, script, depth+1, taint)
 			}
 		}
 		return &MissingError{What: "env", Path: a, From: script,
@@ -324,7 +338,7 @@ func (r *resolver) shebang(script string, head []byte, depth int) error {
 }
 
 // elf follows an ELF file's loader and its libraries outside the system's.
-func (r *resolver) elf(p string, isExec bool) error {
+func (r *resolver) elf(p string, isExec, taint bool) error {
 	f, err := elf.Open(p)
 	if err != nil {
 		return nil // not ours to judge: exec will say
@@ -349,7 +363,9 @@ func (r *resolver) elf(p string, isExec bool) error {
 				return err
 			}
 			for _, l := range links {
-				r.addFile(l)
+				if !r.refuseTainted(l, taint) {
+					r.addFile(l)
+				}
 			}
 		}
 	}
@@ -391,9 +407,11 @@ func (r *resolver) elf(p string, isExec bool) error {
 				r.visited[final] = true
 				r.libs++
 				for _, l := range links {
-					r.addFile(l)
+					if !r.refuseTainted(l, taint) {
+						r.addFile(l)
+					}
 				}
-				if err := r.elf(final, false); err != nil {
+				if err := r.elf(final, false, taint); err != nil {
 					return err
 				}
 			}
@@ -401,6 +419,29 @@ func (r *resolver) elf(p string, isExec bool) error {
 		}
 	}
 	return nil
+}
+
+// untrusted reports whether the server may write p: it lies in one of
+// AutoBindOptions.Writable (the read-write roots).
+func (r *resolver) untrusted(p string) bool {
+	for _, d := range r.opts.Writable {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseTainted says (and records) that p, named through a file the
+// server can write, is not bound: a server that rewrote a #! line, a
+// symlink or pyvenv.cfg in its root would otherwise choose what the next
+// start shows it. Paths in the roots themselves are in the view anyway.
+func (r *resolver) refuseTainted(p string, taint bool) bool {
+	if !taint || r.check || r.underRuntime(p) || r.untrusted(p) {
+		return taint
+	}
+	r.out.Refused = append(r.out.Refused, p+" (named by a file in a read-write root; --ro-bind it, or make the root --read-only)")
+	return true
 }
 
 func (r *resolver) underRuntime(p string) bool {

@@ -209,3 +209,45 @@ func TestDiagnoseExec(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveAutoBindWritableRoot: a symlink, #! line or pyvenv.cfg in a
+// directory the server can write must not choose what rootfs binds: a
+// server could point its venv's python at another project's bin/.
+func TestResolveAutoBindWritableRoot(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	proj := filepath.Join(base, "proj")
+	other := filepath.Join(base, "other")
+	writeFile(t, filepath.Join(other, "bin", "tool"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(other, "secret.txt"), "s", 0o644)
+	// What a compromised server left in its root: the venv's python now
+	// names another project's bin/.
+	symlink(t, filepath.Join(other, "bin", "tool"), filepath.Join(proj, ".venv", "bin", "python"))
+	writeFile(t, filepath.Join(proj, ".venv", "bin", "server"), "#!"+filepath.Join(proj, ".venv", "bin", "python")+"\n", 0o755)
+	exe := filepath.Join(proj, ".venv", "bin", "server")
+	lookup := func(string) (string, bool) { return "", false }
+
+	got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range got.Binds {
+		if strings.HasPrefix(b.Dest, other) {
+			t.Errorf("bound %s, named through a file the server can write", b.Dest)
+		}
+	}
+	if len(got.Refused) == 0 {
+		t.Errorf("nothing left out, want %s refused", other)
+	}
+	// Control: the same layout outside the writable roots is followed.
+	got, err = ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, b := range got.Binds {
+		found = found || b.Dest == other
+	}
+	if !found {
+		t.Errorf("control: binds %q, want %s", bindPaths(got), other)
+	}
+}

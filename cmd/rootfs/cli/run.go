@@ -174,9 +174,12 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 		return nil, nil, err
 	}
 	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, TmpSize: rf.run.TmpSize}
-	hostExe, inView, err := rf.resolveCommand(spec, static)
+	hostExe, inView, writable, err := rf.resolveCommand(spec, static)
 	if err != nil {
 		return nil, nil, err
+	}
+	if rf.roots.ReadOnly {
+		writable = nil
 	}
 	argv0 := hostExe
 	if inView != nil {
@@ -186,7 +189,7 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 	spec.CommandInView = inView != nil
 	var pre []string // environment entries that --setenv may override
 	if !rf.run.NoAutoBind {
-		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil})
+		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable})
 		if err != nil {
 			return nil, nil, commandError(err)
 		}
@@ -221,18 +224,30 @@ type viewPath struct {
 // resolveCommand finds COMMAND: on the host's PATH, or by its path, which
 // may be inside the view ("/<entry>/bin/server", or a host path inside a
 // static root, which then runs from the view). It returns the host path
-// (to read its #! and ELF headers) and, for a command in the view, where.
-func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (string, *viewPath, error) {
+// (to read its #! and ELF headers), for a command in the view, where, and
+// the host directories the server will be able to write from the start (the
+// static roots, or the working directory that stands in for them).
+func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (string, *viewPath, []string, error) {
 	name := rf.argv[0]
 	hostExe, hostErr := mountmgr.ResolveCommand(name, os.Getenv("PATH"))
 	if len(static) == 0 {
-		return hostExe, nil, commandError(hostErr)
+		var writable []string
+		if cwd, err := os.Getwd(); err == nil {
+			if r, err := filepath.EvalSymlinks(cwd); err == nil {
+				writable = []string{r}
+			}
+		}
+		return hostExe, nil, writable, commandError(hostErr)
 	}
 	// The table the view will start with, named as it will be (the
 	// placeholders known so far are reserved; runDaemon checks the name
 	// again once the auto-binds have added theirs).
 	t := vfs.BuildTable(static, vfs.TableOptions{Allow: rf.run.Allow, Reserved: mountmgr.ReservedNames(spec)})
 	defer t.Close()
+	var writable []string
+	for _, e := range t.Entries() {
+		writable = append(writable, e.HostPath)
+	}
 	if hostErr == nil {
 		real := hostExe
 		if d, err := filepath.EvalSymlinks(filepath.Dir(hostExe)); err == nil {
@@ -241,25 +256,25 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (stri
 		for _, e := range t.Entries() {
 			if real == e.HostPath || e.IsDir && strings.HasPrefix(real, e.HostPath+"/") {
 				vp := "/" + e.Name + strings.TrimPrefix(real, e.HostPath)
-				return hostExe, &viewPath{path: vp, entry: e.Name, host: e.HostPath}, nil
+				return hostExe, &viewPath{path: vp, entry: e.Name, host: e.HostPath}, writable, nil
 			}
 		}
-		return hostExe, nil, nil
+		return hostExe, nil, writable, nil
 	}
 	if !errors.Is(hostErr, mountmgr.ErrCommandNotFound) || !filepath.IsAbs(name) {
-		return "", nil, commandError(hostErr)
+		return "", nil, nil, commandError(hostErr)
 	}
 	clean := filepath.Clean(name)
 	first, rest, _ := strings.Cut(strings.TrimPrefix(clean, "/"), "/")
 	e := t.Lookup(first)
 	if e == nil || (rest != "" && !e.IsDir) {
-		return "", nil, commandError(hostErr)
+		return "", nil, nil, commandError(hostErr)
 	}
 	host := filepath.Join(e.HostPath, rest)
 	if _, err := mountmgr.ResolveCommand(host, ""); err != nil {
-		return "", nil, commandError(fmt.Errorf("%w (in the view: %s)", err, clean))
+		return "", nil, nil, commandError(fmt.Errorf("%w (in the view: %s)", err, clean))
 	}
-	return host, &viewPath{path: clean, entry: e.Name, host: e.HostPath}, nil
+	return host, &viewPath{path: clean, entry: e.Name, host: e.HostPath}, writable, nil
 }
 
 // gitIdentity reads user.name and user.email from the user's git
