@@ -23,8 +23,9 @@ interpreter (recursively, "env NAME" through the server's PATH), an ELF
 file's loader and RPATH/RUNPATH libraries, the installation prefix of each
 (a bin/ directory's parent, a venv's pyvenv.cfg home), and a launcher's
 cache (npx, uvx, pipx) as a read-only layer whose writes stay in the
-sandbox. Never the home directory, / or a directory holding credentials:
-then only the files. An exec error names what is missing (interpreter,
+sandbox. Never the home directory, / or a directory holding credentials
+(then only the files), nor anything named through a file the server can
+write (a read-write root's symlinks, #! lines, pyvenv.cfg). An exec error names what is missing (interpreter,
 symlink target, loader) and the flag that fixes it. A COMMAND path inside a
 static root ("/app/bin/server") runs from the view.
 
