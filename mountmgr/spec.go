@@ -181,6 +181,15 @@ func Placeholders(spec *Spec) []Placeholder {
 	return out
 }
 
+// ReservedNames is Placeholders reduced to names, for vfs.TableOptions.Reserved.
+func ReservedNames(spec *Spec) []string {
+	var out []string
+	for _, p := range Placeholders(spec) {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // PreparePlaceholders creates the placeholders in a plain directory (tests,
 // or a tmpfs standing in for the view).
 func PreparePlaceholders(dir string, ps []Placeholder) error {
