@@ -1,7 +1,6 @@
 package mountmgr
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -112,7 +110,7 @@ func (s *Server) Stop(grace time.Duration) int {
 // hidden init stage) in new mount, PID, IPC and UTS namespaces (and a new
 // network namespace with NoNetwork), with cwd "/" and /proc/self/exe as
 // its binary, so that nothing of the fork touches the FUSE mount; sends it
-// the spec over a pipe, and waits for its one-line report. It returns once
+// the spec over a pipe, and waits for its report (stagesync_linux.go). It returns once
 // the server runs, or the error: *ExecError (126/127), or ErrSetup with
 // P2's message. ctx bounds the setup only; cancelling it later does nothing.
 //
@@ -210,19 +208,19 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		_, _ = specW.Write(payload)
 		specW.Close()
 	}()
-	type line struct {
-		s   string
+	type reply struct {
+		rep stageReport
 		err error
 	}
-	got := make(chan line, 1)
+	got := make(chan reply, 1)
 	go func() {
-		l, err := bufio.NewReader(io.LimitReader(syncR, 64<<10)).ReadString('\n')
+		rep, err := readStageReport(syncR)
 		syncR.Close()
-		got <- line{strings.TrimSpace(l), err}
+		got <- reply{rep, err}
 	}()
-	var l line
+	var r reply
 	select {
-	case l = <-got:
+	case r = <-got:
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
 		<-s.done
@@ -230,28 +228,21 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		stdoutR.Close()
 		return nil, fmt.Errorf("%w: %v", ErrSetup, ctx.Err())
 	}
-	word, rest, _ := strings.Cut(l.s, " ")
-	switch word {
-	case "ok":
-		s.serverPid, _ = strconv.Atoi(rest)
+	if r.err == nil && r.rep.Kind == stageOK {
+		s.serverPid = r.rep.Pid
 		log.Debug("server started", zap.Int("init_pid", cmd.Process.Pid), zap.Int("server_pid", s.serverPid))
 		return s, nil
-	case "exec":
-		<-s.done
-		stdinW.Close()
-		stdoutR.Close()
-		codeStr, msg, _ := strings.Cut(rest, " ")
-		code, _ := strconv.Atoi(codeStr)
-		return nil, &ExecError{Code: code, Msg: msg}
 	}
 	<-s.done
 	stdinW.Close()
 	stdoutR.Close()
-	if word == "error" {
-		return nil, fmt.Errorf("%w: %s", ErrSetup, rest)
+	switch {
+	case errors.Is(r.err, errNoStageReport):
+		return nil, fmt.Errorf("%w: sandbox init exited with status %d before reporting", ErrSetup, s.code)
+	case r.err != nil:
+		return nil, fmt.Errorf("%w: read init report: %v", ErrSetup, r.err)
+	case r.rep.Kind == stageExec:
+		return nil, &ExecError{Code: r.rep.Code, Msg: r.rep.Msg}
 	}
-	if l.err != nil && !errors.Is(l.err, io.EOF) {
-		return nil, fmt.Errorf("%w: read init report: %v", ErrSetup, l.err)
-	}
-	return nil, fmt.Errorf("%w: sandbox init exited with status %d before reporting", ErrSetup, s.code)
+	return nil, fmt.Errorf("%w: %s", ErrSetup, r.rep.Msg) // stageError
 }
