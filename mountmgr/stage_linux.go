@@ -118,19 +118,6 @@ func daemonSetup() error {
 	return linux.CloseExecFrom(3)
 }
 
-// DaemonOptions configures RunDaemon.
-type DaemonOptions struct {
-	// Args are passed to P1 as os.Args[1:]; P1 runs main with them again
-	// (typically the same os.Args[1:] that P0 got).
-	Args []string
-	// Env is P1's environment; nil means os.Environ().
-	Env []string
-	// ExtraFiles are passed to P1 as fd 3, 4, ... (tests only; leave nil).
-	ExtraFiles []*os.File
-	// Logger receives lifecycle messages; nil means none.
-	Logger *zap.Logger
-}
-
 // RunDaemon runs in P0: it starts P1 (this binary again) in a new mount
 // namespace, plus a user namespace mapping the invoking uid and gid to 0
 // when not root, with stdio, cwd and environment inherited (so relative
