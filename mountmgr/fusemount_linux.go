@@ -19,8 +19,9 @@ import (
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
-// ErrBadMountpoint wraps every refusal of a mount point.
-var ErrBadMountpoint = errors.New("bad mount point")
+// ErrBadMountpoint wraps every refusal of a mount point (it is
+// vfs.ErrBadMountpoint: the view refuses a table that holds its mount).
+var ErrBadMountpoint = vfs.ErrBadMountpoint
 
 // FUSEOptions configure MountView. The zero value mounts for the calling
 // user only.
@@ -38,62 +39,12 @@ type FUSEOptions struct {
 // FUSEMount is a mounted view. Unmount it exactly once (further calls return
 // the first result).
 type FUSEMount struct {
-	dir   string
-	srv   *fuse.Server
-	log   *zap.Logger
-	chain []ident // the mount point and its ancestors, identified before mounting
-	dev   uint64  // the view's own device number (0 if unknown), read from mountinfo
+	dir string
+	srv *fuse.Server
+	log *zap.Logger
 
 	unmountOnce sync.Once
 	unmountErr  error
-}
-
-type ident struct{ dev, ino uint64 }
-
-// ancestry returns the identities of dir and of every directory above it,
-// walking ".." through descriptors (no path string decides).
-func ancestry(dir string) ([]ident, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	var chain []ident
-	for depth := 0; depth < 4096; depth++ {
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			unix.Close(fd)
-			return nil, err
-		}
-		id := ident{st.Dev, st.Ino}
-		if len(chain) > 0 && chain[len(chain)-1] == id {
-			unix.Close(fd)
-			return chain, nil // "/" is its own parent
-		}
-		chain = append(chain, id)
-		up, err := unix.Openat(fd, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			return nil, err
-		}
-		fd = up
-	}
-	unix.Close(fd)
-	return nil, errors.New("directory tree deeper than 4096 levels")
-}
-
-func overlap(dir string, chain []ident, t *vfs.Table) error {
-	for _, e := range t.Entries() {
-		dev, ino := e.Ident()
-		for i, id := range chain {
-			if id.dev == dev && id.ino == ino {
-				if i == 0 {
-					return fmt.Errorf("%w: %s is root %q itself; mount the view somewhere outside its roots", ErrBadMountpoint, dir, e.HostPath)
-				}
-				return fmt.Errorf("%w: %s is inside root %q, which would make the view serve itself and hang; mount it outside its roots", ErrBadMountpoint, dir, e.HostPath)
-			}
-		}
-	}
-	return nil
 }
 
 // CheckMountpoint refuses a mount point that does not exist, is not a
@@ -101,16 +52,11 @@ func overlap(dir string, chain []ident, t *vfs.Table) error {
 // look itself up and deadlock). A stale FUSE mount left by a dead daemon
 // (ENOTCONN) is detached first.
 func CheckMountpoint(dir string, t *vfs.Table, log *zap.Logger) error {
-	_, err := checkMountpoint(dir, t, log)
-	return err
-}
-
-func checkMountpoint(dir string, t *vfs.Table, log *zap.Logger) ([]ident, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if dir == "" {
-		return nil, fmt.Errorf("%w: no mount point given", ErrBadMountpoint)
+		return fmt.Errorf("%w: no mount point given", ErrBadMountpoint)
 	}
 	// statfs always reaches a FUSE daemon (stat may be answered from the
 	// kernel's attribute cache), so it is what tells a dead mount.
@@ -121,30 +67,23 @@ func checkMountpoint(dir string, t *vfs.Table, log *zap.Logger) ([]ident, error)
 		}
 		log.Warn("detaching a stale fuse mount", zap.String("mountpoint", dir))
 		if uerr := unix.Unmount(dir, unix.MNT_DETACH); uerr != nil {
-			return nil, fmt.Errorf("%w: %s is a dead FUSE mount and could not be detached (%v); run: fusermount3 -uz %s", ErrBadMountpoint, dir, uerr, dir)
+			return fmt.Errorf("%w: %s is a dead FUSE mount and could not be detached (%v); run: fusermount3 -uz %s", ErrBadMountpoint, dir, uerr, dir)
 		}
 	}
 	var st unix.Stat_t
 	err := unix.Stat(dir, &st)
 	switch {
 	case errors.Is(err, syscall.ENOENT):
-		return nil, fmt.Errorf("%w: %s does not exist; create it with: mkdir -p %s", ErrBadMountpoint, dir, dir)
+		return fmt.Errorf("%w: %s does not exist; create it with: mkdir -p %s", ErrBadMountpoint, dir, dir)
 	case err != nil:
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
+		return fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return nil, fmt.Errorf("%w: %s is not a directory", ErrBadMountpoint, dir)
+		return fmt.Errorf("%w: %s is not a directory", ErrBadMountpoint, dir)
 	}
 	if fstype, ok := mountedFS(dir); ok && fstype == "fuse.rootfs" {
-		return nil, fmt.Errorf("%w: a rootfs view is already mounted at %s; unmount it first (fusermount3 -u %s)", ErrBadMountpoint, dir, dir)
+		return fmt.Errorf("%w: a rootfs view is already mounted at %s; unmount it first (fusermount3 -u %s)", ErrBadMountpoint, dir, dir)
 	}
-	chain, err := ancestry(dir)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
-	}
-	if err := overlap(dir, chain, t); err != nil {
-		return nil, err
-	}
-	return chain, nil
+	return t.CheckMountpoint(dir)
 }
 
 // MountView checks dir against the view's current table, mounts v there and
@@ -159,8 +98,9 @@ func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
 	}
-	chain, err := checkMountpoint(abs, v.Table(), log)
-	if err != nil {
+	// The view refuses, now and at every Install, a table that holds its
+	// mount point (View.Mount).
+	if err := CheckMountpoint(abs, v.Table(), log); err != nil {
 		return nil, err
 	}
 	o := v.MountOptions()
@@ -171,7 +111,7 @@ func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", abs, err)
 	}
-	m := &FUSEMount{dir: abs, srv: srv, log: log, chain: chain, dev: mountDev(abs)}
+	m := &FUSEMount{dir: abs, srv: srv, log: log}
 	if srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		log.Debug("fuse passthrough not available; file i/o is served by the daemon", zap.String("mountpoint", abs))
 	}
@@ -184,41 +124,6 @@ func (m *FUSEMount) Dir() string { return m.dir }
 
 // Server is the go-fuse server, for callers that need its statistics.
 func (m *FUSEMount) Server() *fuse.Server { return m.srv }
-
-// CheckTable refuses a table that has a root at or above the mount point;
-// swapping it in would deadlock. It uses identities recorded before
-// mounting, so it never touches the mount.
-func (m *FUSEMount) CheckTable(t *vfs.Table) error {
-	if m.dev != 0 {
-		for _, e := range t.Entries() {
-			if dev, _ := e.Ident(); dev == m.dev {
-				return fmt.Errorf("%w: root %q is inside the view itself (%s); the view cannot contain itself", ErrBadMountpoint, e.HostPath, m.dir)
-			}
-		}
-	}
-	return overlap(m.dir, m.chain, t)
-}
-
-// mountDev returns the device number of the topmost mount at dir, from
-// /proc/self/mountinfo, so that the mount itself is never touched.
-func mountDev(dir string) uint64 {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return 0
-	}
-	var dev uint64
-	for _, l := range strings.Split(string(data), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 5 || linux.UnescapeMountinfo(f[4]) != dir {
-			continue
-		}
-		var maj, min uint32
-		if _, err := fmt.Sscanf(f[2], "%d:%d", &maj, &min); err == nil {
-			dev = unix.Mkdev(maj, min) // the last (topmost) mount wins
-		}
-	}
-	return dev
-}
 
 // Wait blocks until the server stops serving (after Unmount, or after an
 // external unmount once the last open file is closed).

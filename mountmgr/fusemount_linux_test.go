@@ -190,35 +190,3 @@ func TestMountInsideRootRefused(t *testing.T) {
 		t.Fatalf("MountView inside a root: %v, want ErrBadMountpoint", err)
 	}
 }
-
-func TestCheckTableAfterMount(t *testing.T) {
-	m, root := mountTest(t)
-	if err := m.CheckTable(table(t, root)); err != nil {
-		t.Errorf("unrelated root refused: %v", err)
-	}
-	if err := m.CheckTable(table(t, filepath.Dir(m.Dir()))); !errors.Is(err, ErrBadMountpoint) {
-		t.Errorf("root above the mount point: %v, want ErrBadMountpoint", err)
-	}
-}
-
-func TestCheckTableRefusesTheViewItself(t *testing.T) {
-	// A client root that names the mount point, or an entry inside it, would
-	// make the view serve itself. (Resolving such a root from this process
-	// is a stat through the mount, answered by the serving goroutines.)
-	m, _ := mountTest(t)
-	for _, p := range []string{m.Dir(), filepath.Join(m.Dir(), "r")} {
-		tab := table(t, p)
-		if len(tab.Entries()) != 1 {
-			t.Fatalf("%s: table %v (skipped %v)", p, tab.Entries(), tab.Skipped())
-		}
-		if err := m.CheckTable(tab); !errors.Is(err, ErrBadMountpoint) {
-			t.Errorf("root %s inside the view: %v, want ErrBadMountpoint", p, err)
-		}
-		// Negative control: without the view's device number, the
-		// identities recorded before mounting do not catch it.
-		blind := &FUSEMount{dir: m.dir, chain: m.chain}
-		if err := blind.CheckTable(tab); err != nil {
-			t.Errorf("control: the pre-mount identities alone refused %s: %v", p, err)
-		}
-	}
-}

@@ -11,7 +11,7 @@ import (
 )
 
 // ErrBadMountpoint wraps every refusal of a mount point.
-var ErrBadMountpoint = errors.New("bad mount point")
+var ErrBadMountpoint = vfs.ErrBadMountpoint
 
 var errFUSENotLinux = errors.New("mounting the view needs Linux")
 
@@ -31,7 +31,6 @@ func CheckMountpoint(string, *vfs.Table, *zap.Logger) error { return errFUSENotL
 // MountView fails: mounting needs Linux.
 func MountView(*vfs.View, string, FUSEOptions) (*FUSEMount, error) { return nil, errFUSENotLinux }
 
-func (m *FUSEMount) Dir() string                 { return "" }
-func (m *FUSEMount) CheckTable(*vfs.Table) error { return errFUSENotLinux }
-func (m *FUSEMount) Wait()                       {}
-func (m *FUSEMount) Unmount() error              { return nil }
+func (m *FUSEMount) Dir() string    { return "" }
+func (m *FUSEMount) Wait()          {}
+func (m *FUSEMount) Unmount() error { return nil }

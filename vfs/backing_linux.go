@@ -152,6 +152,13 @@ func (r rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Crea
 // mounted with fs.Mount(dir, v.FUSERoot(), o) serves every file through the
 // daemon.
 func (v *View) Mount(dir string, o *fs.Options) (*fuse.Server, error) {
+	self, err := newMountSelf(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := self.check(v.Table()); err != nil {
+		return nil, err
+	}
 	raw := rawFS{RawFileSystem: fs.NewNodeFS(v.root, o), v: v}
 	var mo *fuse.MountOptions
 	if o != nil {
@@ -165,5 +172,7 @@ func (v *View) Mount(dir string, o *fs.Options) (*fuse.Server, error) {
 	if err := srv.WaitMount(); err != nil {
 		return nil, err
 	}
+	self.dev = mountDev(self.dir)
+	v.self.Store(self)
 	return srv, nil
 }

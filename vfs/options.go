@@ -19,6 +19,10 @@ var ErrRevoked = errors.New("root revoked")
 // ErrClosed is returned by Swap after Close.
 var ErrClosed = errors.New("view closed")
 
+// ErrBadMountpoint wraps every refusal of a mount point, and of a table
+// that would put the view inside itself (View.Install).
+var ErrBadMountpoint = errors.New("bad mount point")
+
 // Placeholder is a top-level name the view provides itself, for the sandbox
 // to mount its runtime directories on: an empty read-only directory, or a
 // symlink when Symlink is set ("bin" -> "usr/bin").
@@ -68,6 +72,14 @@ type Options struct {
 	// cached for CacheTimeout. With NoHostWatch everything is cached for
 	// CacheTimeout.
 	NoHostWatch bool
+
+	// The rules of View.Install (see TableOptions). Allow, when non-empty,
+	// admits only roots at or beneath these directories (--allow).
+	Allow []string
+	// Written is the session's record of what the sandboxed side can write
+	// or could earlier; nil follows every symlink. The caller keeps it and
+	// closes it after the view.
+	Written *WriteSet
 }
 
 func (o *Options) cacheTimeout() time.Duration {

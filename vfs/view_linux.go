@@ -56,7 +56,8 @@ type View struct {
 	profile *os.File // ProfileEnv; guarded by mu
 
 	nextGen atomic.Uint64
-	mounted atomic.Bool // the root was attached to a go-fuse bridge
+	mounted atomic.Bool               // the root was attached to a go-fuse bridge
+	self    atomic.Pointer[mountSelf] // where View.Mount mounted the view (install_linux.go)
 
 	renewed sync.Map   // renewKey -> uint64 (node.renew)
 	watch   *hostWatch // nil: host changes are not watched (hostwatch_linux.go)

@@ -29,3 +29,13 @@ func (v *View) Swap(t *Table) error { t.Close(); return errNotLinux }
 
 // Close closes the current table.
 func (v *View) Close() error { return v.t.Close() }
+
+// Install fails: rootfs needs Linux.
+func (v *View) Install(roots []Root) (*Table, error) {
+	t := BuildTable(roots, TableOptions{Reserved: v.Reserved()})
+	t.Close()
+	return t, errNotLinux
+}
+
+// CheckMountpoint fails: rootfs needs Linux.
+func (t *Table) CheckMountpoint(string) error { return errNotLinux }
