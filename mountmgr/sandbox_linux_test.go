@@ -88,11 +88,7 @@ func p1Main() int {
 	}
 	if cfg.FUSE {
 		// The product path: the view, with Data as its root entry "data".
-		var places []vfs.Placeholder
-		for _, p := range Placeholders(&spec) {
-			places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
-		}
-		view := vfs.NewView(vfs.Options{Placeholders: places})
+		view := vfs.NewView(vfs.Options{Placeholders: Placeholders(&spec)})
 		defer view.Close()
 		tab := vfs.BuildTable([]vfs.Root{{URI: cfg.Data}}, vfs.TableOptions{Reserved: view.Reserved()})
 		if err := view.Swap(tab); err != nil {

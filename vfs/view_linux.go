@@ -22,9 +22,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// epollHackName is intercepted by go-fuse at the mount's top level.
-const epollHackName = ".go-fuse-epoll-hack"
-
 // View is the FUSE file system of the current table. Create it with NewView,
 // mount FUSERoot with MountOptions (mountmgr does both), change it with Swap.
 type View struct {

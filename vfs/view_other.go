@@ -14,7 +14,7 @@ func NewView(opts Options) *View { return &View{opts: opts, t: EmptyTable()} }
 
 // Reserved returns the top-level names the view uses itself.
 func (v *View) Reserved() []string {
-	out := []string{".go-fuse-epoll-hack"}
+	out := []string{epollHackName}
 	for _, p := range v.opts.Placeholders {
 		out = append(out, p.Name)
 	}

@@ -169,10 +169,6 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	var places []vfs.Placeholder
-	for _, p := range mountmgr.Placeholders(spec) {
-		places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
-	}
 	// What the server can write, or could earlier, is never resolved
 	// through: the writable roots of every table, and read-write binds.
 	written, err := writtenSet(spec)
@@ -181,7 +177,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	defer written.Close()
 	vopts := rf.run.Options(rf.roots.ReadOnly, log)
-	vopts.Placeholders = places
+	vopts.Placeholders = mountmgr.Placeholders(spec)
 	vopts.Allow, vopts.Written = rf.run.Allow, written
 	view := vfs.NewView(vopts)
 	defer view.Close()
