@@ -2,9 +2,13 @@
 // system whose top-level entries are exactly the current roots, each a
 // contained read-write passthrough to one host directory or file.
 //
-// Roots are parsed and resolved once into an immutable [Table]
-// ([BuildTable]); a [View] serves the current table and is changed only by
-// [View.Swap]. The go-fuse adapter lives in view_linux.go; everything below an
+// Roots are decoded by [DecodeRoots] (from a client or a roots file), then
+// parsed and resolved once into an immutable [Table] ([BuildTable]); a
+// [View] serves the current table and is changed only by [View.Install],
+// which builds the table under the view's own rules (reserved names,
+// Options.Allow, Options.Written), refuses one that would hold the view's
+// own mount ([View.Mount]), and swaps it in ([View.Swap]). The view mounts
+// itself. The go-fuse adapter lives in view_linux.go; everything below an
 // entry is reached through descriptors, never through host path strings.
 //
 // # Containment
@@ -56,8 +60,8 @@
 // The synthetic top level is read-only (EPERM for every change) and lists the
 // entries in table order followed by the placeholders of [Options]. Entries
 // whose name is reserved by a placeholder or by go-fuse
-// (".go-fuse-epoll-hack") are hidden and logged; build tables with
-// TableOptions{Reserved: view.Reserved()} to avoid that.
+// (".go-fuse-epoll-hack") are hidden and logged; [View.Install] names
+// entries around them (TableOptions.Reserved).
 //
 // Files, directories, symlinks and nodes created through the view are
 // chowned to the calling uid/gid (the parent's gid when the parent directory

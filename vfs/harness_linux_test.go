@@ -109,8 +109,8 @@ func serveMain(cfgJSON string) int {
 	} else {
 		log, _ := zap.NewDevelopment()
 		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log})
-		root = v.FUSERoot()
-		opts = v.MountOptions()
+		root = v.root
+		opts = v.fuseOptions()
 	}
 	opts.AllowOther = true
 	opts.Debug = os.Getenv("ROOTFS_VFS_DEBUG") != ""
@@ -118,7 +118,7 @@ func serveMain(cfgJSON string) int {
 	var srv *fuse.Server
 	var err error
 	if v != nil {
-		srv, err = v.Mount(cfg.Mnt, opts)
+		srv, err = v.serve(cfg.Mnt, opts)
 	} else {
 		srv, err = fs.Mount(cfg.Mnt, root, opts)
 	}

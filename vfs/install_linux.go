@@ -4,13 +4,7 @@ package vfs
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // Install is the one way roots reach the view: it builds a table from roots
@@ -84,35 +78,14 @@ func (m *mountSelf) check(t *Table) error {
 	return nil
 }
 
-// CheckMountpoint refuses dir when it is one of t's entries or lies inside
+// checkMountpoint refuses dir when it is one of t's entries or lies inside
 // one: the view mounted there would look itself up and deadlock. The
 // directories are compared by device and inode numbers, never by path.
-func (t *Table) CheckMountpoint(dir string) error {
+func (t *Table) checkMountpoint(dir string) error {
 	m, err := newMountSelf(dir)
 	if err != nil {
 		return err
 	}
 	m.dir = dir // messages name it as the caller did
 	return m.check(t)
-}
-
-// mountDev returns the device number of the topmost mount at dir, from
-// /proc/self/mountinfo, so that the mount itself is never touched.
-func mountDev(dir string) uint64 {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return 0
-	}
-	var dev uint64
-	for _, l := range strings.Split(string(data), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 5 || linux.UnescapeMountinfo(f[4]) != dir {
-			continue
-		}
-		var maj, min uint32
-		if _, err := fmt.Sscanf(f[2], "%d:%d", &maj, &min); err == nil {
-			dev = unix.Mkdev(maj, min) // the last (topmost) mount wins
-		}
-	}
-	return dev
 }

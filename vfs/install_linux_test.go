@@ -29,14 +29,12 @@ func mountInProcess(t *testing.T) (v *View, root, mnt string) {
 	if _, err := v.Install([]Root{{URI: root}}); err != nil {
 		t.Fatal(err)
 	}
-	o := v.MountOptions()
-	o.DirectMount = true
-	srv, err := v.Mount(mnt, o)
+	m, err := v.Mount(mnt, MountOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		srv.Unmount()
+		m.Unmount()
 		v.Close()
 	})
 	return v, root, mnt

@@ -23,7 +23,7 @@ import (
 )
 
 // View is the FUSE file system of the current table. Create it with NewView,
-// mount FUSERoot with MountOptions (mountmgr does both), change it with Swap.
+// mount it with Mount, change it with Install.
 type View struct {
 	opts  Options
 	log   *zap.Logger
@@ -151,12 +151,7 @@ func (v *View) Reserved() []string {
 // stays valid until the next Swap.
 func (v *View) Table() *Table { return v.cur.Load().table }
 
-// FUSERoot is the view's root node. Mount the view with View.Mount, which
-// wraps it; mounted with fs.Mount or fs.NewNodeFS instead, it never gives
-// passthrough handles (see View.Mount). A View can be mounted once.
-func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
-
-// MountOptions returns go-fuse options suited to the view: caching per
+// fuseOptions returns go-fuse options suited to the view: caching per
 // Options.CacheTimeout, 1 MiB writes, the writeback cache (with
 // Options.Writeback, not with Passthrough), CAP_HANDLE_KILLPRIV_V2, POSIX and flock
 // locks forwarded to the host (kept by the kernel inside the view when
@@ -164,7 +159,7 @@ func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
 // bits against the caller, since the daemon acts as itself), passthrough
 // disabled unless Options.Passthrough. The caller may adjust the result
 // (AllowOther, DirectMount) before mounting.
-func (v *View) MountOptions() *fs.Options {
+func (v *View) fuseOptions() *fs.Options {
 	t := v.opts.cacheTimeout()
 	if v.watch != nil {
 		t = max(t, watchedCacheTimeout) // nodes the watcher misses say so in each reply

@@ -37,5 +37,5 @@ func (v *View) Install(roots []Root) (*Table, error) {
 	return t, errNotLinux
 }
 
-// CheckMountpoint fails: rootfs needs Linux.
-func (t *Table) CheckMountpoint(string) error { return errNotLinux }
+// checkMountpoint fails: rootfs needs Linux.
+func (t *Table) checkMountpoint(string) error { return errNotLinux }

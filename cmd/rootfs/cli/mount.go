@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
-	"github.com/rootfs-dev/rootfs/mountmgr"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -83,7 +82,7 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	if err != nil {
 		return err
 	}
-	if err := mountmgr.CheckMountpoint(dir, t, log); err != nil {
+	if err := vfs.CheckMountpoint(dir, t, log); err != nil {
 		return err
 	}
 
@@ -95,7 +94,7 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	m, err := mountmgr.MountView(v, dir, mountmgr.FUSEOptions{AllowOther: mo.AllowOther, Logger: log})
+	m, err := v.Mount(dir, vfs.MountOptions{AllowOther: mo.AllowOther})
 	if err != nil {
 		return err
 	}

@@ -192,7 +192,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	m, err := mountmgr.MountView(view, mnt, mountmgr.FUSEOptions{Logger: log})
+	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
 		return err
 	}

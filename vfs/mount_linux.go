@@ -1,6 +1,6 @@
 //go:build linux
 
-package mountmgr
+package vfs
 
 import (
 	"errors"
@@ -16,29 +16,22 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
-	"github.com/rootfs-dev/rootfs/vfs"
 )
 
-// ErrBadMountpoint wraps every refusal of a mount point (it is
-// vfs.ErrBadMountpoint: the view refuses a table that holds its mount).
-var ErrBadMountpoint = vfs.ErrBadMountpoint
-
-// FUSEOptions configure MountView. The zero value mounts for the calling
+// MountOptions configure View.Mount. The zero value mounts for the calling
 // user only.
-type FUSEOptions struct {
+type MountOptions struct {
 	// AllowOther lets users other than the daemon's use the mount (the
 	// kernel still checks mode bits: the view mounts with
 	// default_permissions).
 	AllowOther bool
 	// Debug logs every FUSE request (slow).
 	Debug bool
-	// Logger receives lifecycle messages; nil means zap.NewNop().
-	Logger *zap.Logger
 }
 
-// FUSEMount is a mounted view. Unmount it exactly once (further calls return
+// Mount is a mounted view. Unmount it exactly once (further calls return
 // the first result).
-type FUSEMount struct {
+type Mount struct {
 	dir string
 	srv *fuse.Server
 	log *zap.Logger
@@ -51,7 +44,7 @@ type FUSEMount struct {
 // directory, or is at or inside one of t's roots (the view would then
 // look itself up and deadlock). A stale FUSE mount left by a dead daemon
 // (ENOTCONN) is detached first.
-func CheckMountpoint(dir string, t *vfs.Table, log *zap.Logger) error {
+func CheckMountpoint(dir string, t *Table, log *zap.Logger) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -80,38 +73,41 @@ func CheckMountpoint(dir string, t *vfs.Table, log *zap.Logger) error {
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
 		return fmt.Errorf("%w: %s is not a directory", ErrBadMountpoint, dir)
 	}
-	if fstype, ok := mountedFS(dir); ok && fstype == "fuse.rootfs" {
+	if _, fstype, ok := topMount(dir); ok && fstype == "fuse.rootfs" {
 		return fmt.Errorf("%w: a rootfs view is already mounted at %s; unmount it first (fusermount3 -u %s)", ErrBadMountpoint, dir, dir)
 	}
-	return t.CheckMountpoint(dir)
+	return t.checkMountpoint(dir)
 }
 
-// MountView checks dir against the view's current table, mounts v there and
-// returns once the kernel has answered INIT (go-fuse WaitMount), so the
-// mount is usable. The server runs until Unmount.
-func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
-	log := opts.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
+// Mount checks dir against the view's current table (CheckMountpoint),
+// mounts the view there and returns once the kernel has answered INIT
+// (go-fuse WaitMount), so the mount is usable. The server runs until
+// Unmount. From then on Install refuses a table that holds the mount. A
+// View can be mounted once.
+//
+// The view mounts itself, as go-fuse's fs.Mount mounts a tree: its go-fuse
+// options (caching per Options.CacheTimeout, 1 MiB writes, the writeback
+// cache with Options.Writeback, CAP_HANDLE_KILLPRIV_V2, POSIX and flock locks
+// forwarded to the host unless Options.ReadOnly, default_permissions,
+// passthrough only with Options.Passthrough) are its own.
+func (v *View) Mount(dir string, opts MountOptions) (*Mount, error) {
+	log := v.log
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadMountpoint, dir, err)
 	}
-	// The view refuses, now and at every Install, a table that holds its
-	// mount point (View.Mount).
 	if err := CheckMountpoint(abs, v.Table(), log); err != nil {
 		return nil, err
 	}
-	o := v.MountOptions()
+	o := v.fuseOptions()
 	o.AllowOther = opts.AllowOther
 	o.Debug = opts.Debug
 	o.DirectMount = os.Geteuid() == 0 // falls back to fusermount3
-	srv, err := v.Mount(abs, o)
+	srv, err := v.serve(abs, o)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", abs, err)
 	}
-	m := &FUSEMount{dir: abs, srv: srv, log: log}
+	m := &Mount{dir: abs, srv: srv, log: log}
 	if srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		log.Debug("fuse passthrough not available; file i/o is served by the daemon", zap.String("mountpoint", abs))
 	}
@@ -120,21 +116,18 @@ func MountView(v *vfs.View, dir string, opts FUSEOptions) (*FUSEMount, error) {
 }
 
 // Dir is the absolute mount point.
-func (m *FUSEMount) Dir() string { return m.dir }
-
-// Server is the go-fuse server, for callers that need its statistics.
-func (m *FUSEMount) Server() *fuse.Server { return m.srv }
+func (m *Mount) Dir() string { return m.dir }
 
 // Wait blocks until the server stops serving (after Unmount, or after an
 // external unmount once the last open file is closed).
-func (m *FUSEMount) Wait() { m.srv.Wait() }
+func (m *Mount) Wait() { m.srv.Wait() }
 
 // Unmount unmounts once; later calls return the first result. A mount that
 // someone else already removed is not an error. When the mount is busy
 // (open files, a cwd inside), it is detached lazily (MNT_DETACH): it
 // disappears from the namespace now and the server stops when the last
 // user is gone.
-func (m *FUSEMount) Unmount() error {
+func (m *Mount) Unmount() error {
 	m.unmountOnce.Do(func() {
 		err := m.srv.Unmount()
 		if err == nil {
@@ -154,25 +147,31 @@ func (m *FUSEMount) Unmount() error {
 	return m.unmountErr
 }
 
-// mountedFS returns the file system type mounted at dir, if dir is a mount
-// point of this mount namespace.
-func mountedFS(dir string) (string, bool) {
+// topMount reads /proc/self/mountinfo (never the mount itself) for the
+// topmost mount at dir: its device number and file system type, and whether
+// dir is a mount point of this mount namespace at all.
+func topMount(dir string) (dev uint64, fstype string, ok bool) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return "", false
+		return 0, "", false
 	}
-	fstype, found := "", false
 	for _, l := range strings.Split(string(data), "\n") {
 		f := strings.Fields(l)
 		if len(f) < 7 || linux.UnescapeMountinfo(f[4]) != dir {
 			continue
 		}
+		// The last (topmost) mount wins.
+		ok, dev, fstype = true, 0, ""
+		var maj, min uint32
+		if _, err := fmt.Sscanf(f[2], "%d:%d", &maj, &min); err == nil {
+			dev = unix.Mkdev(maj, min)
+		}
 		for i := 6; i < len(f); i++ {
 			if f[i] == "-" && i+1 < len(f) {
-				fstype, found = f[i+1], true // the last (topmost) mount wins
+				fstype = f[i+1]
 				break
 			}
 		}
 	}
-	return fstype, found
+	return dev, fstype, ok
 }
