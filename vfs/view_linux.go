@@ -210,7 +210,12 @@ func (w zapWriter) Write(p []byte) (int, error) {
 // closed when replaced, or by Close). Entries whose name and host inode stay
 // keep their nodes; every other old entry is revoked and its kernel dentry
 // invalidated before Swap returns. Safe from any goroutine that is not a
-// FUSE handler of this view.
+// FUSE handler of this view. Callers other than tests use Install.
+//
+// The steps, in order: build the snapshot (snapshotOf), publish it, write
+// back what the kernel holds dirty for the leaving roots (writeBack), revoke
+// them (revoke), invalidate the kernel's cache (invalidate), and close the
+// old table.
 func (v *View) Swap(t *Table) error {
 	if t == nil {
 		return errors.New("vfs: Swap of a nil table")
@@ -222,6 +227,41 @@ func (v *View) Swap(t *Table) error {
 		return ErrClosed
 	}
 	old := v.cur.Load()
+	ns := v.snapshotOf(t, old)
+
+	v.closeMu.Lock()
+	v.cur.Store(ns)
+	v.closeMu.Unlock()
+
+	removed, leaving := leavingOf(old, ns)
+	// Open files whose kernel inode is no longer in the tree (renewed, or
+	// renamed over through the view) are reached through the open set.
+	var detached []*node
+	if !testNoOpenDrop {
+		detached = v.openNodesOf(leaving)
+	}
+	v.writeBack(removed, detached)
+	v.revoke(old, removed, leaving)
+	err := v.invalidate(old, ns, removed, detached)
+
+	v.closeMu.Lock()
+	old.table.Close()
+	v.closeMu.Unlock()
+
+	for _, name := range removed {
+		v.log.Info("root revoked", zap.String("entry", name), zap.String("host", old.byName[name].inc.hostPath))
+	}
+	if err != nil {
+		v.log.Warn("swap: kernel invalidation failed", zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+// snapshotOf builds the snapshot of t: entries whose name and host inode
+// stay keep their incarnation (and so their nodes); the others get a new
+// one. Entries with a reserved or placeholder name are hidden.
+func (v *View) snapshotOf(t *Table, old *snapshot) *snapshot {
 	ns := &snapshot{table: t, byName: make(map[string]slot, len(t.Entries()))}
 	for _, e := range t.Entries() {
 		if !validTopName(e.Name) {
@@ -242,40 +282,45 @@ func (v *View) Swap(t *Table) error {
 		ns.byName[e.Name] = slot{inc: inc, entry: e}
 		ns.order = append(ns.order, e.Name)
 	}
+	return ns
+}
 
-	v.closeMu.Lock()
-	v.cur.Store(ns)
-	v.closeMu.Unlock()
-
-	var removed []string
-	leaving := map[*rootInc]bool{}
+// leavingOf returns the names of old whose incarnation is not in ns, and
+// those incarnations.
+func leavingOf(old, ns *snapshot) (removed []string, leaving map[*rootInc]bool) {
+	leaving = map[*rootInc]bool{}
 	for _, name := range old.order {
 		if ns.byName[name].inc != old.byName[name].inc {
 			removed = append(removed, name)
 			leaving[old.byName[name].inc] = true
 		}
 	}
-	// Open files whose kernel inode is no longer in the tree (renewed, or
-	// renamed over through the view) are reached through the open set.
-	var detached []*node
-	if !testNoOpenDrop {
-		detached = v.openNodesOf(leaving)
+	return removed, leaving
+}
+
+// writeBack, under the writeback cache, has the kernel write back what it
+// holds dirty for the leaving roots while the daemon still accepts it:
+// those write(2)s had already succeeded. Writes after this pass and before
+// revocation may still be lost (EIO at write-back, reported by fsync and
+// close).
+func (v *View) writeBack(removed []string, detached []*node) {
+	if !v.writeback() || !v.mounted.Load() || testSkipInvalidate {
+		return
 	}
-	if v.writeback() && v.mounted.Load() && !testSkipInvalidate {
-		// Write back what the kernel holds dirty for the leaving roots
-		// while the daemon still accepts it: those write(2)s had already
-		// succeeded. Writes after this pass and before revocation may
-		// still be lost (EIO at write-back, reported by fsync and close).
-		r := v.root.EmbeddedInode()
-		for _, name := range removed {
-			if ch := r.GetChild(name); ch != nil {
-				dropContent(ch)
-			}
-		}
-		for _, n := range detached {
-			n.NotifyContent(0, -1)
+	r := v.root.EmbeddedInode()
+	for _, name := range removed {
+		if ch := r.GetChild(name); ch != nil {
+			dropContent(ch)
 		}
 	}
+	for _, n := range detached {
+		n.NotifyContent(0, -1)
+	}
+}
+
+// revoke makes every operation on the leaving incarnations fail with
+// ErrRevoked from now on, and forgets their renewed nodes.
+func (v *View) revoke(old *snapshot, removed []string, leaving map[*rootInc]bool) {
 	for _, name := range removed {
 		old.byName[name].inc.revoked.Store(true)
 	}
@@ -285,48 +330,44 @@ func (v *View) Swap(t *Table) error {
 		}
 		return true
 	})
+}
+
+// invalidate drops the kernel's cache of what changed: the removed entries
+// (dentries and every page below them), the open files of leaving roots,
+// the names new in ns (which the kernel may hold as negative entries), and
+// the top level's attributes.
+func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node) error {
+	if !v.mounted.Load() || testSkipInvalidate {
+		return nil
+	}
 	var errs []error
-	if v.mounted.Load() && !testSkipInvalidate {
-		r := v.root.EmbeddedInode()
-		for _, name := range removed {
-			ch := r.GetChild(name)
-			if ch == nil {
-				if errno := r.NotifyEntry(name); !benignNotify(errno) {
-					errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
-				}
-				continue
+	r := v.root.EmbeddedInode()
+	for _, name := range removed {
+		ch := r.GetChild(name)
+		if ch == nil {
+			if errno := r.NotifyEntry(name); !benignNotify(errno) {
+				errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
 			}
-			dropContent(ch)
-			r.RmChild(name)
-			if errno := r.NotifyDelete(name, ch); !benignNotify(errno) {
+			continue
+		}
+		dropContent(ch)
+		r.RmChild(name)
+		if errno := r.NotifyDelete(name, ch); !benignNotify(errno) {
+			errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
+		}
+	}
+	for _, n := range detached {
+		n.NotifyContent(0, -1)
+	}
+	for _, name := range ns.order {
+		if _, existed := old.byName[name]; !existed {
+			if errno := r.NotifyEntry(name); !benignNotify(errno) {
 				errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
 			}
 		}
-		for _, n := range detached {
-			n.NotifyContent(0, -1)
-		}
-		for _, name := range ns.order {
-			if _, existed := old.byName[name]; !existed {
-				if errno := r.NotifyEntry(name); !benignNotify(errno) {
-					errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
-				}
-			}
-		}
-		r.NotifyContent(0, 0) // top-level attributes (nlink, mtime)
 	}
-
-	v.closeMu.Lock()
-	old.table.Close()
-	v.closeMu.Unlock()
-
-	for _, name := range removed {
-		v.log.Info("root revoked", zap.String("entry", name), zap.String("host", old.byName[name].inc.hostPath))
-	}
-	if err := errors.Join(errs...); err != nil {
-		v.log.Warn("swap: kernel invalidation failed", zap.Error(err))
-		return err
-	}
-	return nil
+	r.NotifyContent(0, 0) // top-level attributes (nlink, mtime)
+	return errors.Join(errs...)
 }
 
 // trackOpen records whether n has open handles.
