@@ -21,7 +21,7 @@ import (
 // of the nodes go-fuse then drops, and retries.
 
 // testNoFDRelief turns the relief off, for the negative control of its
-// test only.
+// test only (set in export_test.go).
 var testNoFDRelief = false
 
 // pruneBatch is how many node ids go in one FUSE_NOTIFY_PRUNE message.

@@ -88,11 +88,7 @@ func serveMain(cfgJSON string) int {
 		fmt.Fprintln(os.Stderr, "serve: bad config:", err)
 		return 2
 	}
-	testSkipInvalidate = cfg.NoInvalidate
-	testNoFDRelief = cfg.NoFDRelief
-	testNoHostEvents = cfg.NoHostEvents
-	testNoOpenDrop = cfg.NoOpenDrop
-	testNoKillPriv = cfg.NoKillPriv
+	defer setKnobs(cfg)()
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)

@@ -87,7 +87,7 @@ type devWatch struct {
 }
 
 // testNoHostEvents makes the watcher read and drop every event, for the
-// negative control of the host-change tests only.
+// negative control of the host-change tests only (set in export_test.go).
 var testNoHostEvents = false
 
 func newHostWatch(v *View) (*hostWatch, error) {

@@ -399,11 +399,12 @@ func (v *View) openNodesOf(incs map[*rootInc]bool) []*node {
 }
 
 // testSkipInvalidate turns off Swap's kernel notifications, for the
-// negative control of the swap tests only (export_test.go).
+// negative control of the swap tests only (set in export_test.go).
 var testSkipInvalidate = false
 
 // testNoOpenDrop makes Swap leave open files outside the tree alone, for
-// the negative control of TestViewRevokeRenewedOpenFile only.
+// the negative control of TestViewRevokeRenewedOpenFile only (set in
+// export_test.go).
 var testNoOpenDrop = false
 
 // benignNotify: ENOENT means the kernel had nothing cached; ENOTEMPTY and

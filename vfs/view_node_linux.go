@@ -589,6 +589,7 @@ const capXattr = "security.capability"
 // set-ID tests: no killPriv (the daemon changes data with its own
 // CAP_FSETID), passthrough for every file with the daemon's credentials
 // (PassthroughFd, lowerForBacking), and security.capability never removed.
+// Set in export_test.go.
 var testNoKillPriv = false
 
 // killPriv does to the regular file open on fd what the kernel does before
