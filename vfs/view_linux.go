@@ -59,9 +59,8 @@ type View struct {
 	renewed sync.Map   // renewKey -> uint64 (node.renew)
 	watch   *hostWatch // nil: host changes are not watched (hostwatch_linux.go)
 
-	openMu    sync.Mutex
-	open      map[*node]struct{} // nodes with open handles (openNodesOf)
-	watchDead atomic.Bool        // the watcher stopped: cache for the short timeout
+	openMu sync.Mutex
+	open   map[*node]struct{} // nodes with open handles (openNodesOf)
 }
 
 // snapshot is what the top level serves: a table plus the incarnation of
@@ -114,7 +113,7 @@ func NewView(opts Options) *View {
 	}
 	v.root = &rootDir{v: v}
 	if !opts.NoHostWatch && opts.CacheTimeout >= 0 {
-		w, err := newHostWatch(v)
+		w, err := newHostWatch(v, v.log, opts.cacheTimeout())
 		if err != nil {
 			v.log.Debug("host changes are not watched (fanotify); the kernel caches names and attributes for the short timeout",
 				zap.Duration("timeout", opts.cacheTimeout()), zap.Error(err))
