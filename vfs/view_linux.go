@@ -59,8 +59,15 @@ type View struct {
 	renewed sync.Map   // renewKey -> uint64 (node.renew)
 	watch   *hostWatch // nil: host changes are not watched (hostwatch_linux.go)
 
-	openMu sync.Mutex
-	open   map[*node]struct{} // nodes with open handles (openNodesOf)
+	open openSet // nodes with open handles (trackOpen, openNodesOf)
+}
+
+// openSet is the set of nodes with open handles: Swap reaches the open
+// files of leaving roots through it, in the tree or not.
+type openSet struct {
+	// mu guards the field that follows.
+	mu sync.Mutex
+	m  map[*node]struct{}
 }
 
 // snapshot is what the top level serves: a table plus the incarnation of
@@ -371,25 +378,27 @@ func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node)
 
 // trackOpen records whether n has open handles.
 func (v *View) trackOpen(n *node, open bool) {
-	v.openMu.Lock()
-	defer v.openMu.Unlock()
+	s := &v.open
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !open {
-		delete(v.open, n)
+		delete(s.m, n)
 		return
 	}
-	if v.open == nil {
-		v.open = map[*node]struct{}{}
+	if s.m == nil {
+		s.m = map[*node]struct{}{}
 	}
-	v.open[n] = struct{}{}
+	s.m[n] = struct{}{}
 }
 
 // openNodesOf returns the nodes with open handles of the given
 // incarnations, whether or not they are still in the tree.
 func (v *View) openNodesOf(incs map[*rootInc]bool) []*node {
-	v.openMu.Lock()
-	defer v.openMu.Unlock()
+	s := &v.open
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []*node
-	for n := range v.open {
+	for n := range s.m {
 		if incs[n.inc] {
 			out = append(out, n)
 		}
