@@ -47,8 +47,7 @@ type View struct {
 	closeMu sync.RWMutex
 	cur     atomic.Pointer[snapshot] // never nil; immutable once stored
 
-	reliefMu sync.Mutex
-	relief   chan struct{} // non-nil while a descriptor relief runs (fdrelief_linux.go)
+	relief reliefState // the descriptor relief (fdrelief_linux.go)
 
 	profile *os.File // ProfileEnv; guarded by mu
 
