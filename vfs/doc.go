@@ -7,7 +7,7 @@
 // [View] serves the current table and is changed only by [View.Install],
 // which builds the table under the view's own rules (reserved names,
 // Options.Allow, Options.Written), refuses one that would hold the view's
-// own mount ([View.Mount]), and swaps it in ([View.Swap]). The view mounts
+// own mount ([View.Mount]), and swaps it in. The view mounts
 // itself. The go-fuse adapter lives in view_linux.go; everything below an
 // entry is reached through descriptors, never through host path strings.
 //
@@ -83,14 +83,14 @@
 //
 // # Swapping and revocation
 //
-// [View.Swap] installs a new table in one atomic step. An entry whose name
+// [View.Install] swaps in the new table in one atomic step. An entry whose name
 // and host inode are unchanged keeps its nodes: readers of surviving roots
-// never see an error. Every other old entry is revoked before Swap returns:
+// never see an error. Every other old entry is revoked before Install returns:
 // its nodes and open handles answer EIO to every operation except close
 // (BSD revoke(2) semantics), the kernel's page cache for its known inodes is
 // dropped, and its top-level dentry is removed with FUSE_NOTIFY_DELETE, so no
 // new lookup can reach it. Names that are new drop any cached negative
-// dentry. Swap must not be called from inside a FUSE request handler of this
+// dentry. Install must not be called from inside a FUSE request handler of this
 // view (the kernel notification would deadlock), and a View can be mounted
 // once.
 //
@@ -182,7 +182,7 @@
 //     change to its size shows after the last writer closes it.
 //   - Write-back errors (ENOSPC, EIO) are reported by fsync(2) and close(2),
 //     not by the write(2) that cached the data.
-//   - Revocation stays strict: Swap first writes back what the kernel holds
+//   - Revocation stays strict: a swap first writes back what the kernel holds
 //     dirty for the leaving roots (those writes had succeeded), then revokes
 //     and drops their pages and attributes; a later write(2) must refresh
 //     the attributes and fails with EIO, and pages dirtied in the window

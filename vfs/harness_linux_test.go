@@ -9,7 +9,7 @@ package vfs
 //
 //	test process                         server (this binary, re-executed)
 //	  start ── env ROOTFS_VFS_SERVE=cfg ──▶ mount, print "ready"
-//	  "swap {roots json}" ───────────────▶ BuildTable + View.Swap, print "ok" (after Swap returned)
+//	  "swap {roots json}" ───────────────▶ BuildTable + View.swap, print "ok" (after swap returned)
 //	  close stdin / SIGTERM ─────────────▶ unmount, exit 0
 
 import (
@@ -123,7 +123,7 @@ func serveMain(cfgJSON string) int {
 		return 1
 	}
 	if v != nil {
-		if err := v.Swap(BuildTable(rootsOf(cfg.Roots), TableOptions{Reserved: v.Reserved()})); err != nil {
+		if err := v.swap(BuildTable(rootsOf(cfg.Roots), TableOptions{Reserved: v.reserved()})); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: swap:", err)
 		}
 	}
@@ -144,7 +144,7 @@ func serveMain(cfgJSON string) int {
 					fmt.Println("err", err)
 					continue
 				}
-				if err := v.Swap(BuildTable(rootsOf(paths), TableOptions{Reserved: v.Reserved()})); err != nil {
+				if err := v.swap(BuildTable(rootsOf(paths), TableOptions{Reserved: v.reserved()})); err != nil {
 					fmt.Println("err", err)
 					continue
 				}

@@ -16,12 +16,12 @@ import (
 // The table is returned even on error, so that the caller can report what
 // it holds and what it left out (Entries and Skipped stay readable): when
 // it was refused it is closed and the view serves what it served before;
-// when only the kernel invalidation failed (see Swap) it is installed.
+// when only the kernel invalidation failed (see swap) it is installed.
 // Safe from any goroutine that is not a FUSE handler of this view.
 func (v *View) Install(roots []Root) (*Table, error) {
 	t := BuildTable(roots, TableOptions{
 		Allow:    v.opts.Allow,
-		Reserved: v.Reserved(),
+		Reserved: v.reserved(),
 		Written:  v.opts.Written,
 		ReadOnly: v.opts.ReadOnly,
 	})
@@ -31,7 +31,7 @@ func (v *View) Install(roots []Root) (*Table, error) {
 			return t, err
 		}
 	}
-	return t, v.Swap(t)
+	return t, v.swap(t)
 }
 
 // mountSelf is where the view is mounted, identified before mounting: the

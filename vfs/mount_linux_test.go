@@ -92,7 +92,7 @@ func mountTest(t *testing.T) (m *Mount, root string) {
 	mnt := filepath.Join(top, "mnt")
 	os.Mkdir(mnt, 0o755)
 	v := NewView(Options{Logger: zaptest.NewLogger(t)})
-	if err := v.Swap(BuildTable([]Root{{URI: root}}, TableOptions{})); err != nil {
+	if err := v.swap(BuildTable([]Root{{URI: root}}, TableOptions{})); err != nil {
 		t.Fatal(err)
 	}
 	m, err := v.Mount(mnt, MountOptions{})
@@ -183,7 +183,7 @@ func TestMountInsideRootRefused(t *testing.T) {
 	os.Mkdir(inner, 0o755)
 	v := NewView(Options{})
 	defer v.Close()
-	v.Swap(BuildTable([]Root{{URI: top}}, TableOptions{}))
+	v.swap(BuildTable([]Root{{URI: top}}, TableOptions{}))
 	_, err := v.Mount(inner, MountOptions{})
 	if !errors.Is(err, ErrBadMountpoint) {
 		t.Fatalf("Mount inside a root: %v, want ErrBadMountpoint", err)

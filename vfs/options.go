@@ -16,7 +16,7 @@ const DefaultCacheTimeout = time.Second
 // left the table. The kernel sees it as EIO.
 var ErrRevoked = errors.New("root revoked")
 
-// ErrClosed is returned by Swap after Close.
+// ErrClosed is returned by Install after Close.
 var ErrClosed = errors.New("view closed")
 
 // ErrBadMountpoint wraps every refusal of a mount point, and of a table
@@ -39,7 +39,7 @@ type Options struct {
 	// Logger receives diagnostics; nil means zap.NewNop().
 	Logger *zap.Logger
 	// Placeholders are listed after the entries. Their names are reserved:
-	// see View.Reserved.
+	// View.Install names entries around them.
 	Placeholders []Placeholder
 	// Passthrough lets the kernel do file I/O itself (FUSE passthrough,
 	// Linux 6.9+, needs CAP_SYS_ADMIN in the initial user namespace and a

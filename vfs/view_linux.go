@@ -34,13 +34,13 @@ type View struct {
 
 	placeholders map[string]int // name -> index in opts.Placeholders
 
-	// mu serializes Swap and Close. FUSE handlers never take it, so Swap may
+	// mu serializes swap and Close. FUSE handlers never take it, so swap may
 	// hold it while it sends kernel notifications.
 	mu     sync.Mutex
 	closed bool // guarded by mu
 
 	// closeMu is held shared by a top-level Lookup while it duplicates a
-	// pinned descriptor of the current table, and exclusively by Swap while
+	// pinned descriptor of the current table, and exclusively by swap while
 	// it publishes a table and while it closes a retired one, so a lookup
 	// never duplicates a closed (or reused) descriptor. Lock order: mu, then
 	// closeMu.
@@ -61,7 +61,7 @@ type View struct {
 	open openSet // nodes with open handles (trackOpen, openNodesOf)
 }
 
-// openSet is the set of nodes with open handles: Swap reaches the open
+// openSet is the set of nodes with open handles: swap reaches the open
 // files of leaving roots through it, in the tree or not.
 type openSet struct {
 	// mu guards the field that follows.
@@ -139,10 +139,10 @@ func validTopName(n string) bool {
 		!strings.ContainsAny(n, "/\x00")
 }
 
-// Reserved returns the top-level names the view uses itself: its
-// placeholders and the name go-fuse intercepts. Pass them as
+// reserved returns the top-level names the view uses itself: its
+// placeholders and the name go-fuse intercepts. Install passes them as
 // TableOptions.Reserved.
-func (v *View) Reserved() []string {
+func (v *View) reserved() []string {
 	out := []string{epollHackName}
 	for _, p := range v.opts.Placeholders {
 		if _, ok := v.placeholders[p.Name]; ok {
@@ -153,7 +153,7 @@ func (v *View) Reserved() []string {
 }
 
 // Table returns the table being served. It is immutable and never nil; it
-// stays valid until the next Swap.
+// stays valid until the next Install.
 func (v *View) Table() *Table { return v.cur.Load().table }
 
 // fuseOptions returns go-fuse options suited to the view: caching per
@@ -211,19 +211,19 @@ func (w zapWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Swap replaces the table in one atomic step and takes ownership of t (it is
+// swap replaces the table in one atomic step and takes ownership of t (it is
 // closed when replaced, or by Close). Entries whose name and host inode stay
 // keep their nodes; every other old entry is revoked and its kernel dentry
-// invalidated before Swap returns. Safe from any goroutine that is not a
-// FUSE handler of this view. Callers other than tests use Install.
+// invalidated before swap returns. Safe from any goroutine that is not a
+// FUSE handler of this view. Install is its one caller outside tests.
 //
 // The steps, in order: build the snapshot (snapshotOf), publish it, write
 // back what the kernel holds dirty for the leaving roots (writeBack), revoke
 // them (revoke), invalidate the kernel's cache (invalidate), and close the
 // old table.
-func (v *View) Swap(t *Table) error {
+func (v *View) swap(t *Table) error {
 	if t == nil {
-		return errors.New("vfs: Swap of a nil table")
+		return errors.New("vfs: swap of a nil table")
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -405,11 +405,11 @@ func (v *View) openNodesOf(incs map[*rootInc]bool) []*node {
 	return out
 }
 
-// testSkipInvalidate turns off Swap's kernel notifications, for the
+// testSkipInvalidate turns off swap's kernel notifications, for the
 // negative control of the swap tests only (set in export_test.go).
 var testSkipInvalidate = false
 
-// testNoOpenDrop makes Swap leave open files outside the tree alone, for
+// testNoOpenDrop makes swap leave open files outside the tree alone, for
 // the negative control of TestViewRevokeRenewedOpenFile only (set in
 // export_test.go).
 var testNoOpenDrop = false
@@ -445,7 +445,7 @@ func dropContent(n *fs.Inode) {
 }
 
 // Close revokes every entry and closes the current table. Call it after
-// unmounting; Swap fails with ErrClosed afterwards.
+// unmounting; Install fails with ErrClosed afterwards.
 func (v *View) Close() error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
