@@ -133,10 +133,10 @@ import (
 type View interface {
 	// Table returns the current table (immutable, never nil).
 	Table() *vfs.Table
-	// Install builds a table from roots and swaps it in (see vfs.View.Install); on error the
-	// view keeps what it served unless the table says it was installed. The table is returned
-	// either way, for its Skipped roots. It is called from the bridge's reader goroutine, never
-	// from a FUSE handler.
+	// Install builds a table from roots under the view's rules and swaps it in (see
+	// vfs.View.Install). On error the view keeps what it served, except when only the kernel's
+	// invalidation failed. The table is returned either way, for its Skipped roots. It is called
+	// from the bridge's reader goroutine, never from a FUSE handler.
 	Install([]vfs.Root) (*vfs.Table, error)
 }
 
