@@ -514,7 +514,7 @@ func runAgain(ctx context.Context, t *testing.T) error {
 	_, coutW := io.Pipe()
 	sinR, sinW := io.Pipe()
 	soutR, _ := io.Pipe()
-	b, err := New(Options{ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR, View: newTestView(nil), Build: build})
+	b, err := New(Options{ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR, View: newTestView(nil)})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Package mountmgr owns the processes and mounts of `rootfs run`: the
 // namespace daemon, the sandbox init, the wrapped server's launch, reaping
-// and signals, and (fusemount_linux.go) mounting the view. It knows
-// nothing of MCP.
+// and signals, and the private directory the view is mounted on (the view
+// mounts itself: vfs.View.Mount). It knows nothing of MCP.
 //
 // # Processes and the stage protocol
 //

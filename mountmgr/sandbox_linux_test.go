@@ -88,18 +88,13 @@ func p1Main() int {
 	}
 	if cfg.FUSE {
 		// The product path: the view, with Data as its root entry "data".
-		var places []vfs.Placeholder
-		for _, p := range Placeholders(&spec) {
-			places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
-		}
-		view := vfs.NewView(vfs.Options{Placeholders: places})
+		view := vfs.NewView(vfs.Options{Placeholders: Placeholders(&spec)})
 		defer view.Close()
-		tab := vfs.BuildTable([]vfs.Root{{URI: cfg.Data}}, vfs.TableOptions{Reserved: view.Reserved()})
-		if err := view.Swap(tab); err != nil {
+		if _, err := view.Install([]vfs.Root{{URI: cfg.Data}}); err != nil {
 			fmt.Fprintln(os.Stderr, "p1:", err)
 			return 125
 		}
-		m, err := MountView(view, mnt, FUSEOptions{})
+		m, err := view.Mount(mnt, vfs.MountOptions{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "p1:", err)
 			return 125

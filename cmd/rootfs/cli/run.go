@@ -356,15 +356,6 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if len(static) == 0 {
 		bridgeStatic = fallbackRoots(log)
 	}
-	var places []vfs.Placeholder
-	for _, p := range mountmgr.Placeholders(spec) {
-		places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
-	}
-	vopts := rf.run.Options(rf.roots.ReadOnly, log)
-	vopts.Placeholders = places
-	view := vfs.NewView(vopts)
-	defer view.Close()
-	topts := vfs.TableOptions{Allow: rf.run.Allow, Reserved: view.Reserved(), ReadOnly: rf.roots.ReadOnly}
 	// What the server can write, or could earlier, is never resolved
 	// through: the writable roots of every table, and read-write binds.
 	written, err := writtenSet(spec)
@@ -372,30 +363,33 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		return err
 	}
 	defer written.Close()
-	topts.Written = written
+	vopts := rf.run.Options(rf.roots.ReadOnly, log)
+	vopts.Placeholders = mountmgr.Placeholders(spec)
+	vopts.Allow, vopts.Written = rf.run.Allow, written
+	view := vfs.NewView(vopts)
+	defer view.Close()
 
 	mnt, cleanup, err := mountmgr.PrivateMountDir()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	first := vfs.BuildTable(static, topts)
+	first, err := view.Install(static)
 	logSkipped(log, first)
+	if err != nil {
+		return err
+	}
 	if inView != nil {
 		if e := first.Lookup(inView.entry); e == nil || e.HostPath != inView.host {
 			return fmt.Errorf("%w: COMMAND's root %s is not /%s in the view (a bind took the name); give COMMAND by its host path", ErrUsage, inView.host, inView.entry)
 		}
 	}
-	if err := view.Swap(first); err != nil {
-		return err
-	}
-	m, err := mountmgr.MountView(view, mnt, mountmgr.FUSEOptions{Logger: log})
+	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
 		return err
 	}
 	defer m.Unmount()
 
-	build := func(roots []vfs.Root) *vfs.Table { return vfs.BuildTable(roots, topts) }
 	spec.NewRoot = m.Dir()
 
 	sigs := make(chan os.Signal, 4)
@@ -415,7 +409,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Build, bopts.Static, bopts.Logger = bridgeView{view, m}, build, bridgeStatic, log
+	bopts.View, bopts.Static, bopts.Logger = view, bridgeStatic, log
 	br, err := mcpbridge.New(bopts)
 	if err != nil {
 		srv.Stdin.Close()
@@ -455,24 +449,6 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		log.Warn("bridge stopped", zap.Error(runErr))
 	}
 	return &ExitError{Code: code}
-}
-
-// bridgeView adapts the view for the bridge. Every table after the first
-// comes from the client; one that holds the mount point itself (a root of
-// "/", say) would make the view look itself up and deadlock, so it is refused
-// whole and the view stays as it was (the bridge logs the error).
-type bridgeView struct {
-	v *vfs.View
-	m *mountmgr.FUSEMount
-}
-
-func (b bridgeView) Table() *vfs.Table { return b.v.Table() }
-
-func (b bridgeView) Swap(t *vfs.Table) error {
-	if err := b.m.CheckTable(t); err != nil {
-		return err
-	}
-	return b.v.Swap(t)
 }
 
 // writtenSet starts the session's record of what the server can write with
