@@ -152,6 +152,12 @@ type Options struct {
 	// Static are the roots used when the client has no roots capability or answers roots/list
 	// with -32601 (from --root / --roots-file). Empty: the view stays empty and rootfs warns.
 	Static []vfs.Root
+	// NoRoots, when not nil, is how Run ends if the client turns out to declare no roots (no
+	// roots capability, or -32601 to roots/list) and Static is empty: the caller had nothing to
+	// fall back to and refuses rather than serve an empty view. Run returns it unwrapped, after
+	// the usual client-side shutdown (the server's stdin is closed). Nil: the view stays empty
+	// and rootfs warns once.
+	NoRoots error
 
 	// RootsTimeout bounds the wait for the client's roots/list answer and the server's wait for
 	// the first roots. Zero means 10s.
@@ -314,7 +320,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.toClient.stopNow()
 		b.log.Debug("client side ended", zap.Error(cause.err), zap.Duration("shutdown", time.Since(start)),
 			zap.NamedError("close_server_stdin", cerr))
-		if errors.Is(cause.err, context.Canceled) || errors.Is(cause.err, context.DeadlineExceeded) {
+		if errors.Is(cause.err, context.Canceled) || errors.Is(cause.err, context.DeadlineExceeded) ||
+			b.opts.NoRoots != nil && errors.Is(cause.err, b.opts.NoRoots) {
 			return cause.err
 		}
 		return fmt.Errorf("%w: %v", ErrClientClosed, cause.err)

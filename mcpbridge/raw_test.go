@@ -204,6 +204,32 @@ func TestNoCapabilityNoStaticIsEmptyAndWarnsOnce(t *testing.T) {
 	}
 }
 
+// TestNoRootsRefuses: with Options.NoRoots set, a client that declares no roots ends Run with
+// that error instead of leaving the server an empty view; the control (NoRoots nil) is
+// TestNoCapabilityNoStaticIsEmptyAndWarnsOnce above, where the bridge keeps serving.
+func TestNoRootsRefuses(t *testing.T) {
+	errNoRoots := errors.New("no roots: pass --root DIR")
+	for _, tc := range []struct{ name, caps, reply string }{
+		{"no capability", `{}`, ""},
+		{"method not found", `{"roots":{}}`, `{"jsonrpc":"2.0","id":"%s","error":{"code":-32601,"message":"no"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(o *Options) { o.NoRoots = errNoRoots })
+			h.startRaw(true, true)
+			id := h.handshake(tc.caps)
+			if tc.reply != "" {
+				h.clientSend(fmt.Sprintf(tc.reply, id))
+			}
+			if err := h.wait(); !errors.Is(err, errNoRoots) {
+				t.Fatalf("Run returned %v, want %v", err, errNoRoots)
+			}
+			if h.logs.FilterMessageSnippet("no roots from anywhere").Len() != 1 {
+				t.Error("refusal not logged")
+			}
+		})
+	}
+}
+
 func TestRootsTimeoutFailsClosed(t *testing.T) {
 	dirs := mkdirs(t, "before", "late")
 	prev := build([]vfs.Root{{URI: dirs[0]}})

@@ -367,6 +367,11 @@ func (b *Bridge) settle(changed bool) {
 
 // useStatic installs the static roots.
 func (b *Bridge) useStatic(reason string) bool {
+	if len(b.opts.Static) == 0 && b.opts.NoRoots != nil {
+		b.log.Error("no roots from anywhere; stopping", zap.String("reason", reason), zap.Error(b.opts.NoRoots))
+		b.end(true, b.opts.NoRoots)
+		return false
+	}
 	if len(b.opts.Static) == 0 {
 		if b.roots.warnEmptyOnce() {
 			b.log.Warn("no roots: the server sees no files (give --root or --roots-file, or use a client with roots)",

@@ -315,10 +315,10 @@ func gitIdentity() ([]string, error) {
 // client declares none: the directory rootfs was started in (Codex and
 // opencode start servers in the project), but never / or the home
 // directory, which would hand the server everything.
-func fallbackRoots(log *zap.Logger) []vfs.Root {
+func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and the working directory is unknown (%v); give --root DIR", ErrUsage, err)
 	}
 	home, _ := os.UserHomeDir()
 	if r, err := filepath.EvalSymlinks(home); err == nil {
@@ -328,11 +328,17 @@ func fallbackRoots(log *zap.Logger) []vfs.Root {
 		cwd = r
 	}
 	if cwd == "/" || cwd == home {
-		log.Warn("no --root, and started in " + cwd + ": a client that declares no roots gets an empty view; pass --root DIR")
-		return nil
+		what := "/"
+		if cwd == home {
+			what = "your home directory"
+		}
+		// Not refused yet: the client may still send roots. The bridge
+		// refuses (NoRoots) once it is clear that it sends none.
+		log.Info("no --root, and started in "+what+", which is never a root: a client that declares no roots is refused; pass --root DIR", zap.String("dir", cwd))
+		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and rootfs was started in %s (%s), which it will not serve whole; give --root DIR", ErrUsage, cwd, what)
 	}
 	log.Info("no --root: the working directory is the root if the client declares none", zap.String("dir", cwd))
-	return []vfs.Root{{URI: cwd}}
+	return []vfs.Root{{URI: cwd}}, nil
 }
 
 // runDaemon is P1: it owns the view, the bridge and the sandbox.
@@ -352,9 +358,9 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	bridgeStatic := static
+	bridgeStatic, noRoots := static, error(nil)
 	if len(static) == 0 {
-		bridgeStatic = fallbackRoots(log)
+		bridgeStatic, noRoots = fallbackRoots(log)
 	}
 	// What the server can write, or could earlier, is never resolved
 	// through: the writable roots of every table, and read-write binds.
@@ -409,7 +415,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Static, bopts.Logger = view, bridgeStatic, log
+	bopts.View, bopts.Static, bopts.NoRoots, bopts.Logger = view, bridgeStatic, noRoots, log
 	br, err := mcpbridge.New(bopts)
 	if err != nil {
 		srv.Stdin.Close()
@@ -441,6 +447,8 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	start := time.Now()
 	code := srv.Stop(rf.run.Grace)
 	switch {
+	case noRoots != nil && errors.Is(runErr, noRoots):
+		return runErr // one line, and run's usage status (125)
 	case errors.Is(runErr, mcpbridge.ErrClientClosed):
 		log.Debug("client closed; server stopped", zap.Int("status", code), zap.Duration("took", time.Since(start)))
 	case errors.Is(runErr, mcpbridge.ErrServerClosed):
