@@ -118,7 +118,8 @@ func (v *View) arm() func() {
 }
 
 // rawFS is go-fuse's raw file system for the view, with OPEN, CREATE and
-// TMPFILE armed under Options.Passthrough.
+// TMPFILE armed under Options.Passthrough, and the lock owner of FLUSH
+// passed on (locks_linux.go).
 type rawFS struct {
 	fuse.RawFileSystem
 	v *View
@@ -128,21 +129,27 @@ func (r rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) 
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	return r.RawFileSystem.Open(cancel, in, out)
+	st := r.RawFileSystem.Open(cancel, in, out)
+	r.v.openFlags(&out.OpenFlags)
+	return st
 }
 
 func (r rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	return r.RawFileSystem.Create(cancel, in, name, out)
+	st := r.RawFileSystem.Create(cancel, in, name, out)
+	r.v.openFlags(&out.OpenFlags)
+	return st
 }
 
 func (r rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	return r.RawFileSystem.Tmpfile(cancel, in, out)
+	st := r.RawFileSystem.Tmpfile(cancel, in, out)
+	r.v.openFlags(&out.OpenFlags)
+	return st
 }
 
 // Mount mounts the view on dir with o (from MountOptions, adjusted by the

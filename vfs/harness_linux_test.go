@@ -58,6 +58,7 @@ type serveConfig struct {
 	NoHostEvents bool
 	NoOpenDrop   bool // negative control of TestViewRevokeRenewedOpenFile
 	NoKillPriv   bool // negative control of the set-ID tests (testNoKillPriv)
+	PerFDLocks   bool // negative control of the lock-owner tests (testPerFDLocks)
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -70,6 +71,9 @@ func TestMain(m *testing.M) {
 	}
 	if a := os.Getenv("ROOTFS_VFS_ATTACK"); a != "" {
 		os.Exit(attackMain(a))
+	}
+	if os.Getenv("ROOTFS_VFS_LOCKER") != "" {
+		os.Exit(lockerMain())
 	}
 	os.Exit(m.Run())
 }
@@ -93,6 +97,7 @@ func serveMain(cfgJSON string) int {
 	testNoHostEvents = cfg.NoHostEvents
 	testNoOpenDrop = cfg.NoOpenDrop
 	testNoKillPriv = cfg.NoKillPriv
+	testPerFDLocks = cfg.PerFDLocks
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
