@@ -56,8 +56,12 @@ import (
 
 // testPerFDLocks restores the per-descriptor behaviour (locks on each
 // handle's own host descriptor, owners ignored): the negative control of
-// the lock tests (export_test.go sets it from serveConfig).
-var testPerFDLocks bool
+// the lock tests. The vfs tests set it from serveConfig; the command's
+// tests link a binary with -X github.com/rootfs-dev/rootfs/vfs.testLockKnob=per-fd.
+var (
+	testLockKnob   string
+	testPerFDLocks = testLockKnob == "per-fd"
+)
 
 // lockTables maps a *node to its *nodeLocks while any owner holds a host
 // description for it.
