@@ -127,7 +127,12 @@
 // (about 0.1-3 ms here). Changes made through the view are seen at once
 // (the kernel updates its own caches; the watcher updates the other nodes
 // of the same host inode, such as nested roots); swaps invalidate
-// explicitly. What the watcher cannot cover (no permission, a file system
+// explicitly. Under [Options].Passthrough the kernel writes in the
+// writer's context, so the watcher cannot tell the view's writes from a
+// host process's by pid: while a file is open for writing through
+// passthrough its modification events are not acted on and its replies
+// are cached for the short timeout, so a host write to the same file in
+// that time shows after at most that timeout (hostwatch_linux.go). What the watcher cannot cover (no permission, a file system
 // without file handles or fsid) is cached for [Options].CacheTimeout
 // (default [DefaultCacheTimeout], 1s), per reply; [Options].NoHostWatch
 // turns the watcher off. Only local file systems are watched (ext4, xfs,

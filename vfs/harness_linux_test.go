@@ -59,6 +59,9 @@ type serveConfig struct {
 	NoOpenDrop   bool // negative control of TestViewRevokeRenewedOpenFile
 	NoKillPriv   bool // negative control of the set-ID tests (testNoKillPriv)
 	PerFDLocks   bool // negative control of the lock-owner tests (testPerFDLocks)
+	// PassthroughEvents: the watcher acts on the view's own passthrough
+	// writes (negative control of TestViewPassthroughOwnWrites).
+	PassthroughEvents bool
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -98,6 +101,7 @@ func serveMain(cfgJSON string) int {
 	testNoOpenDrop = cfg.NoOpenDrop
 	testNoKillPriv = cfg.NoKillPriv
 	testPerFDLocks = cfg.PerFDLocks
+	testPassthroughEvents = cfg.PassthroughEvents
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
@@ -158,6 +162,9 @@ func serveMain(cfgJSON string) int {
 					continue
 				}
 				fmt.Println("ok")
+			case "notified":
+				// The host watcher's notifications so far.
+				fmt.Println(testNotified.Load())
 			case "fds":
 				// Descriptors left after the garbage collector ran the
 				// cleanups of unreachable nodes.

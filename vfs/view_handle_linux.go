@@ -92,6 +92,7 @@ func (h *fileHandle) PassthroughFd() (int, bool) {
 	if !h.n.v.lowerForBacking() {
 		return -1, false
 	}
+	h.n.v.passthroughWriter(h)
 	return h.fd, true
 }
 
@@ -171,6 +172,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	}
 	h.n.hmu.Unlock()
 	h.releaseLocks(last)
+	h.n.v.passthroughClosed(h)
 	return h.errno("release", syscall.Close(h.fd))
 }
 
