@@ -129,18 +129,21 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	return uint32(max(k, 0)), h.errno("write", err)
 }
 
-// Flush drops the POSIX locks of the closing lock owner (locks_linux.go).
-// While the view forwards locks every close sends FLUSH; otherwise it is
-// reached only under the writeback cache (FOPEN_NOFLUSH), where the kernel
-// has already written the dirty pages back and reports their errors
-// itself, and ENOSYS makes it stop sending FLUSH at all.
+// Flush drops the POSIX locks of the closing lock owner (locks_linux.go)
+// and reports nothing else: close of a revoked handle succeeds, and under
+// the writeback cache the kernel has already written the dirty pages back
+// and reports their errors itself. While the view forwards locks every
+// close sends FLUSH; otherwise it is reached only under the writeback
+// cache (FOPEN_NOFLUSH), where ENOSYS makes the kernel stop sending it.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
-	if h.n.v.forwardsLocks() {
-		h.flushLocks(ctx)
-	} else if h.n.v.writeback() {
-		return syscall.ENOSYS
+	if !h.n.v.forwardsLocks() {
+		if h.n.v.writeback() {
+			return syscall.ENOSYS
+		}
+		return h.errno("flush", h.n.live())
 	}
-	return h.errno("flush", h.n.live())
+	h.flushLocks(ctx)
+	return 0
 }
 
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
