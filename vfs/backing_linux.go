@@ -118,11 +118,13 @@ func (v *View) arm() func() {
 }
 
 // rawFS is go-fuse's raw file system for the view, with OPEN, CREATE and
-// TMPFILE armed under Options.Passthrough, and the lock owner of FLUSH
-// passed on (locks_linux.go).
+// TMPFILE armed under Options.Passthrough, the lock owner of FLUSH
+// passed on (locks_linux.go), and directories served without OPENDIR
+// (noopendir_linux.go).
 type rawFS struct {
 	fuse.RawFileSystem
-	v *View
+	v  *View
+	st *rawState // noopendir_linux.go
 }
 
 func (r rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
@@ -159,10 +161,12 @@ func (r rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Crea
 // mounted with fs.Mount(dir, v.FUSERoot(), o) serves every file through the
 // daemon.
 func (v *View) Mount(dir string, o *fs.Options) (*fuse.Server, error) {
-	raw := rawFS{RawFileSystem: fs.NewNodeFS(v.root, o), v: v}
+	raw := rawFS{RawFileSystem: fs.NewNodeFS(v.root, o), v: v, st: &rawState{}}
 	var mo *fuse.MountOptions
 	if o != nil {
-		mo = &o.MountOptions
+		m := o.MountOptions
+		m.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT // served by rawFS only
+		mo = &m
 	}
 	srv, err := fuse.NewServer(raw, dir, mo)
 	if err != nil {

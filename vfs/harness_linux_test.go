@@ -62,6 +62,9 @@ type serveConfig struct {
 	// PassthroughEvents: the watcher acts on the view's own passthrough
 	// writes (negative control of TestViewPassthroughOwnWrites).
 	PassthroughEvents bool
+	// KeepOpendir: OPENDIR is served as before FUSE_NO_OPENDIR_SUPPORT
+	// (negative control of TestViewWarmWalkNoDirRequests).
+	KeepOpendir bool
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -102,6 +105,7 @@ func serveMain(cfgJSON string) int {
 	testNoKillPriv = cfg.NoKillPriv
 	testPerFDLocks = cfg.PerFDLocks
 	testPassthroughEvents = cfg.PassthroughEvents
+	testOpendir = cfg.KeepOpendir
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
@@ -165,6 +169,8 @@ func serveMain(cfgJSON string) int {
 			case "notified":
 				// The host watcher's notifications so far.
 				fmt.Println(testNotified.Load())
+			case "dirrequests":
+				fmt.Println(testDirRequests.Load())
 			case "fds":
 				// Descriptors left after the garbage collector ran the
 				// cleanups of unreachable nodes.
