@@ -204,6 +204,13 @@
 //     a round trip. A cold "ls -f" of 10k entries went from 145 ms to 20 ms
 //     (native 10 ms) with the adaptive mode; warm listings are cached
 //     (FOPEN_CACHE_DIR) and send no READDIR at all.
+//   - Directories are opened without OPENDIR (FUSE_NO_OPENDIR_SUPPORT,
+//     noopendir_linux.go): a warm walk sends no request per directory,
+//     where it sent OPENDIR and RELEASEDIR for each. Files keep OPEN and
+//     RELEASE (FUSE_NO_OPEN_SUPPORT is not used: RELEASE is where lock
+//     owners and unlinked open files are let go), and on a writable view
+//     every close sends FLUSH, which carries the lock owner whose POSIX
+//     locks the close drops (see Locks).
 //   - MaxReadAhead is left at the kernel's value (the daemon can only lower
 //     it); MaxBackground is 64; MaxWrite 1 MiB.
 //   - A CPU profile of the daemon (ProfileEnv) during open+close loops puts

@@ -279,10 +279,12 @@ func (h *fileHandle) setLock(ctx context.Context, owner uint64, lk *fuse.FileLoc
 }
 
 // dirHandle is an open directory: a getdents stream on a descriptor opened
-// through the node's O_PATH descriptor, at the first read. A listing the
-// kernel has cached (FOPEN_CACHE_DIR) sends OPENDIR and RELEASEDIR but no
-// READDIR, so opening lazily spares each of those round trips an openat,
-// a buffer and a close.
+// through the node's O_PATH descriptor, at the first read. Where the kernel
+// opens directories itself (FUSE_NO_OPENDIR_SUPPORT), rawFS makes one for
+// each READDIR (noopendir_linux.go); otherwise a listing the kernel has
+// cached (FOPEN_CACHE_DIR) sends OPENDIR and RELEASEDIR but no READDIR, and
+// opening lazily spares each of those round trips an openat, a buffer and
+// a close.
 type dirHandle struct {
 	n  *node
 	mu sync.Mutex
