@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 	"golang.org/x/sys/unix"
@@ -294,4 +295,81 @@ func TestViewSQLiteTwoConnections(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestViewLockWait: F_SETLKW through the view waits for the holder and is
+// granted when it closes; a waiter that is killed meanwhile exits at once
+// (the view answers the kernel's INTERRUPT). The control waits in a
+// blocking host F_OFD_SETLKW, which ignores the interrupt: the killed
+// waiter stays in the kernel until the lock is released.
+func TestViewLockWait(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		name := "view"
+		if control {
+			name = "per-fd-control"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := hostTree(t)
+			r := mkdir(t, filepath.Join(h, "r"))
+			write(t, filepath.Join(r, "f"), "data\n")
+			s := serve(t, serveConfig{Roots: []string{r}, PerFDLocks: control})
+			path := filepath.Join(s.Mnt, "r", "f")
+
+			// Granted when the holder closes.
+			holder := startLocker(t)
+			hfd := holder.do("open %s", path)
+			if got := holder.do("lk %s setlk w 0 0", hfd); got != "ok" {
+				t.Fatalf("holder: %q", got)
+			}
+			waiter := startLocker(t)
+			wfd := waiter.do("open %s", path)
+			fmt.Fprintf(waiter.in, "lk %s setlkw w 0 0\n", wfd)
+			waitingInFUSE(t, waiter.cmd.Process.Pid)
+			holder.do("close %s", hfd)
+			if !waiter.out.Scan() || waiter.out.Text() != "ok" {
+				t.Fatalf("F_SETLKW after the holder closed: %q", waiter.out.Text())
+			}
+
+			// A killed waiter exits.
+			victim := startLocker(t)
+			vfd := victim.do("open %s", path)
+			fmt.Fprintf(victim.in, "lk %s setlkw w 0 0\n", vfd)
+			waitingInFUSE(t, victim.cmd.Process.Pid)
+			victim.cmd.Process.Kill()
+			exited := make(chan struct{})
+			go func() { victim.cmd.Process.Wait(); close(exited) }()
+			limit := 10 * time.Second // a liveness bound, not a speed target
+			if control {
+				limit = 1500 * time.Millisecond
+			}
+			select {
+			case <-exited:
+				if control {
+					t.Errorf("control: the killed waiter exited while the lock was held: the test shows nothing")
+				}
+			case <-time.After(limit):
+				if !control {
+					t.Errorf("a waiter killed in F_SETLKW did not exit within %v", limit)
+				}
+			}
+			waiter.do("close %s", wfd) // lets the control's waiter go
+			<-exited
+		})
+	}
+}
+
+// waitingInFUSE waits until a thread of pid sleeps waiting for a FUSE
+// reply.
+func waitingInFUSE(t *testing.T, pid int) {
+	t.Helper()
+	for range 1000 {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", pid))
+		for _, p := range tasks {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), "request_wait_answer") || strings.Contains(string(b), "fuse") {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d never waited for the FUSE daemon", pid)
 }
