@@ -373,3 +373,62 @@ func waitingInFUSE(t *testing.T, pid int) {
 	}
 	t.Fatalf("process %d never waited for the FUSE daemon", pid)
 }
+
+// TestViewLockAccessMode: the daemon holds an owner's locks on a host
+// description opened with the access the owner's own descriptor has: a
+// read lock through a read-only descriptor does not open the file for
+// writing on the host (exec of the file still works, where a description
+// open for writing makes it fail with ETXTBSY, shown by the control). A
+// later write lock through a read-write descriptor of the same process
+// moves the owner to a read-write description and keeps its read lock.
+func TestViewLockAccessMode(t *testing.T) {
+	h := hostTree(t)
+	r := mkdir(t, filepath.Join(h, "r"))
+	host := filepath.Join(r, "tool")
+	if err := os.WriteFile(host, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, serveConfig{Roots: []string{r}})
+	in := filepath.Join(s.Mnt, "r", "tool")
+	ro, err := os.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rd := unix.Flock_t{Type: unix.F_RDLCK, Start: 0, Len: 4}
+	if err := unix.FcntlFlock(ro.Fd(), unix.F_SETLK, &rd); err != nil {
+		t.Fatalf("F_RDLCK through a read-only descriptor: %v", err)
+	}
+	if out, err := exec.Command(host).CombinedOutput(); err != nil {
+		t.Errorf("exec of the host file while a read lock is held through the view: %v %s (the daemon opened it for writing?)", err, out)
+	}
+	// Control: a host description open for writing makes exec fail.
+	w, err := os.OpenFile(host, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command(host).Run(); err == nil || !strings.Contains(err.Error(), "text file busy") {
+		t.Errorf("control: exec with the file open for writing: %v, want ETXTBSY: the test shows nothing", err)
+	}
+	w.Close()
+
+	rw, err := os.OpenFile(in, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	wr := unix.Flock_t{Type: unix.F_WRLCK, Start: 10, Len: 4}
+	if err := unix.FcntlFlock(rw.Fd(), unix.F_SETLK, &wr); err != nil {
+		t.Fatalf("F_WRLCK through a read-write descriptor of the same process: %v", err)
+	}
+	other := startLocker(t)
+	ofd := other.do("open %s", in)
+	for _, c := range []string{"lk %s setlk w 0 4", "lk %s setlk r 10 4"} {
+		if got := other.do(c, ofd); !strings.HasPrefix(got, "err EAGAIN") {
+			t.Errorf("%s in another process: %q, want EAGAIN (the owner's lock was lost)", fmt.Sprintf(c, ofd), got)
+		}
+	}
+	if got := other.do("lk %s setlk w 4 6", ofd); got != "ok" {
+		t.Errorf("a free range in another process: %q", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,16 +44,29 @@ import (
 // behaviour this replaces and not POSIX: the view diverges from it on
 // purpose (posix_linux_test.go skips that case).
 //
+// The owner's host description is opened with the access mode of the
+// handle its first lock came through, never more: the daemon does not open
+// for writing a file the caller opened only for reading (which would break
+// host processes' leases, make exec(2) of the file fail with ETXTBSY and
+// report a close-after-write to host watchers). When the owner later asks,
+// through a handle with the other access, for a lock type its description
+// cannot hold (a write lock on a read-only description), the description is
+// replaced by a read-write one: the owner holds readable and writable
+// handles, so it may open the file both ways. Its read locks are taken on
+// the new description before the old one closes, so none is lost; write
+// locks of a write-only description are moved range by range (another
+// owner could take such a range in between).
+//
 // Limits: a waiting lock (F_SETLKW) is polled, so that an interrupted or
 // killed waiter is answered at once instead of staying in the kernel until
 // the lock is granted; the host kernel's deadlock detection (EDEADLK) does
 // not apply to OFD locks, so a deadlock between two owners inside waits
-// until one is interrupted. A lock owner whose description was opened
-// read-only still holds a read-write host description (so it can take both
-// lock types) while it holds locks: a host exec(2) of that file fails
-// with ETXTBSY meanwhile. If the file cannot be reopened read-write (a
-// read-only host mount, a running executable), the description takes the
-// handle's own access mode.
+// until one is interrupted. Every owner costs the daemon a descriptor from
+// its first lock until it closes a descriptor of the file; past
+// maxLockOwners of them a new owner's lock is refused with ENOLCK (as is
+// the move to a read-write description while another thread of the owner
+// waits for a lock). Every close on a writable view costs a FLUSH round
+// trip.
 
 // testPerFDLocks restores the per-descriptor behaviour (locks on each
 // handle's own host descriptor, owners ignored): the negative control of
@@ -72,9 +86,15 @@ type nodeLocks struct {
 	owners map[uint64]*ownerLock
 }
 
+// maxLockOwners bounds the host descriptors held for lock owners.
+const maxLockOwners = 1 << 14
+
+var lockOwnerFDs atomic.Int64
+
 // ownerLock is one lock owner's host open file description for a node.
 type ownerLock struct {
 	fd   int
+	mode int    // O_ACCMODE of fd
 	pid  uint32 // the owner's pid (in the daemon's pid namespace), for F_GETLK
 	via  map[*fileHandle]struct{}
 	refs int  // requests using fd
@@ -153,7 +173,7 @@ func (nl *nodeLocks) dropLocked(n *node, owner uint64, ol *ownerLock) {
 	delete(nl.owners, owner)
 	ol.dead = true
 	if ol.refs == 0 {
-		unix.Close(ol.fd)
+		closeOwnerFD(ol.fd)
 	}
 	if len(nl.owners) == 0 {
 		lockTables.CompareAndDelete(n, nl)
@@ -184,7 +204,11 @@ func (h *fileHandle) owner(owner uint64, create bool) (*nodeLocks, *ownerLock, e
 				nl.mu.Unlock()
 				return nil, nil, nil
 			}
-			fd, err := h.reopen()
+			mode, err := h.accMode()
+			var fd int
+			if err == nil {
+				fd, err = h.reopen(mode)
+			}
 			if err != nil {
 				if len(nl.owners) == 0 {
 					lockTables.CompareAndDelete(h.n, nl)
@@ -192,7 +216,7 @@ func (h *fileHandle) owner(owner uint64, create bool) (*nodeLocks, *ownerLock, e
 				nl.mu.Unlock()
 				return nil, nil, err
 			}
-			ol = &ownerLock{fd: fd, via: map[*fileHandle]struct{}{}}
+			ol = &ownerLock{fd: fd, mode: mode, via: map[*fileHandle]struct{}{}}
 			nl.owners[owner] = ol
 		}
 		ol.refs++
@@ -208,28 +232,122 @@ func (nl *nodeLocks) put(ol *ownerLock) {
 	nl.mu.Lock()
 	ol.refs--
 	if ol.dead && ol.refs == 0 {
-		unix.Close(ol.fd)
+		closeOwnerFD(ol.fd)
 	}
 	nl.mu.Unlock()
 }
 
-// reopen opens a new host description of h's file, read-write if it can
-// (a lock owner may take read and write locks through different handles),
-// else with h's own access mode. The kernel has checked the caller's
-// descriptor mode against the lock type before forwarding the request.
-func (h *fileHandle) reopen() (int, error) {
-	open := func(flags int) (int, error) {
-		return h.n.v.withFDs(func() (int, error) { return openat(unix.AT_FDCWD, procPath(h.fd), flags|unix.O_NOCTTY, 0) })
+// reopen opens a new host description of h's file with access mode (an
+// O_ACCMODE value), counted against maxLockOwners.
+func (h *fileHandle) reopen(mode int) (int, error) {
+	if lockOwnerFDs.Add(1) > maxLockOwners {
+		lockOwnerFDs.Add(-1)
+		return -1, syscall.ENOLCK
 	}
-	fd, err := open(unix.O_RDWR)
-	if err == nil {
-		return fd, nil
+	fd, err := h.n.v.withFDs(func() (int, error) {
+		return openat(unix.AT_FDCWD, procPath(h.fd), mode|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	})
+	if err != nil {
+		lockOwnerFDs.Add(-1)
 	}
-	fl, ferr := unix.FcntlInt(uintptr(h.fd), unix.F_GETFL, 0)
-	if ferr != nil {
-		return -1, err
+	return fd, err
+}
+
+func closeOwnerFD(fd int) {
+	unix.Close(fd)
+	lockOwnerFDs.Add(-1)
+}
+
+// accMode is the access mode h's descriptor was opened with.
+func (h *fileHandle) accMode() (int, error) {
+	fl, err := unix.FcntlInt(uintptr(h.fd), unix.F_GETFL, 0)
+	return fl & unix.O_ACCMODE, err
+}
+
+// canHold reports whether a description opened with mode can hold a lock
+// of type typ.
+func canHold(mode int, typ uint32) bool {
+	switch typ {
+	case syscall.F_RDLCK:
+		return mode != unix.O_WRONLY
+	case syscall.F_WRLCK:
+		return mode != unix.O_RDONLY
 	}
-	return open(fl & unix.O_ACCMODE)
+	return true
+}
+
+// upgrade replaces ol's description by a read-write one, moving its locks
+// (see the comment at the top). The caller holds the only reference.
+func (h *fileHandle) upgrade(nl *nodeLocks, ol *ownerLock) error {
+	nl.mu.Lock()
+	defer nl.mu.Unlock()
+	if ol.refs != 1 || ol.dead {
+		return syscall.ENOLCK // another request of the owner is using it (a waiting lock)
+	}
+	fd, err := h.reopen(unix.O_RDWR)
+	if err != nil {
+		return err
+	}
+	held := ofdLocks(ol.fd)
+	for _, lk := range held {
+		if lk.Type != syscall.F_RDLCK {
+			continue
+		}
+		if err := syscall.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk); err != nil {
+			closeOwnerFD(fd)
+			return err
+		}
+	}
+	for _, lk := range held {
+		if lk.Type != syscall.F_WRLCK {
+			continue
+		}
+		un := lk
+		un.Type = syscall.F_UNLCK
+		syscall.FcntlFlock(uintptr(ol.fd), unix.F_OFD_SETLK, &un)
+		if err := syscall.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk); err != nil {
+			h.n.v.log.Warn("a write lock was lost while its owner's description was reopened read-write")
+		}
+	}
+	closeOwnerFD(ol.fd)
+	ol.fd, ol.mode = fd, unix.O_RDWR
+	return nil
+}
+
+// ofdLocks lists the locks the description on fd holds, from
+// /proc/self/fdinfo.
+func ofdLocks(fd int) []syscall.Flock_t {
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return nil
+	}
+	var out []syscall.Flock_t
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		// lock:	1: OFDLCK ADVISORY  WRITE -1 fe:00:9986048 5 14
+		f := bytes.Fields(sc.Bytes())
+		if len(f) < 9 || string(f[0]) != "lock:" {
+			continue
+		}
+		lk := syscall.Flock_t{Type: syscall.F_RDLCK}
+		if string(f[4]) == "WRITE" {
+			lk.Type = syscall.F_WRLCK
+		}
+		start, err := strconv.ParseInt(string(f[7]), 10, 64)
+		if err != nil {
+			continue
+		}
+		lk.Start = start
+		if string(f[8]) != "EOF" {
+			end, err := strconv.ParseInt(string(f[8]), 10, 64)
+			if err != nil {
+				continue
+			}
+			lk.Len = end - start + 1
+		}
+		out = append(out, lk)
+	}
+	return out
 }
 
 // getLock answers F_GETLK for owner: the first lock of another owner (or of
@@ -276,29 +394,11 @@ func (h *fileHandle) holder(owner uint64, flk *syscall.Flock_t) uint32 {
 	return 0
 }
 
-// ofdHolds reports whether the description on fd holds exactly the lock flk
-// (as F_OFD_GETLK reported it), from /proc/self/fdinfo.
+// ofdHolds reports whether the description on fd holds exactly the lock
+// flk (as F_OFD_GETLK reported it).
 func ofdHolds(fd int, flk *syscall.Flock_t) bool {
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
-	if err != nil {
-		return false
-	}
-	typ := "WRITE"
-	if flk.Type == syscall.F_RDLCK {
-		typ = "READ"
-	}
-	end := "EOF"
-	if flk.Len != 0 {
-		end = strconv.FormatInt(flk.Start+flk.Len-1, 10)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		// lock:	1: OFDLCK ADVISORY  WRITE -1 fe:00:9986048 5 14
-		f := bytes.Fields(sc.Bytes())
-		if len(f) < 9 || string(f[0]) != "lock:" {
-			continue
-		}
-		if string(f[4]) == typ && string(f[7]) == strconv.FormatInt(flk.Start, 10) && string(f[8]) == end {
+	for _, lk := range ofdLocks(fd) {
+		if lk.Type == flk.Type && lk.Start == flk.Start && lk.Len == flk.Len {
 			return true
 		}
 	}
@@ -319,7 +419,13 @@ func (h *fileHandle) setRecordLock(ctx context.Context, owner uint64, lk *fuse.F
 	if !unlock {
 		nl.mu.Lock()
 		ol.pid = lk.Pid
+		mode := ol.mode
 		nl.mu.Unlock()
+		if !canHold(mode, lk.Typ) {
+			if err := h.upgrade(nl, ol); err != nil {
+				return h.errno("setlk", err)
+			}
+		}
 	}
 	var flk syscall.Flock_t
 	lk.ToFlockT(&flk)
