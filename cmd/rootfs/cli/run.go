@@ -183,6 +183,7 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 	if err != nil {
 		return nil, nil, err
 	}
+	writable = append(writable, rf.allowDirs()...)
 	if rf.roots.ReadOnly {
 		writable = nil
 	}
@@ -218,6 +219,21 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 		}
 	}
 	return spec, inView, nil
+}
+
+// allowDirs are the --allow directories, resolved: client roots arrive
+// after the server has started, but only at or beneath these, so whatever
+// lies there is the server's to write in this session or an earlier one.
+func (rf *runFlags) allowDirs() []string {
+	var out []string
+	for _, a := range rf.run.Allow {
+		if abs, err := filepath.Abs(a); err == nil {
+			if r, err := filepath.EvalSymlinks(abs); err == nil {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // viewPath is a COMMAND that runs from the view: its path there, the entry
