@@ -397,6 +397,10 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	defer cleanup()
 	first := vfs.BuildTable(static, topts)
 	logSkipped(log, first)
+	if err := checkBindSources(spec.Binds, written); err != nil {
+		first.Close()
+		return err
+	}
 	if inView != nil {
 		if e := first.Lookup(inView.entry); e == nil || e.HostPath != inView.host {
 			return fmt.Errorf("%w: COMMAND's root %s is not /%s in the view (a bind took the name); give COMMAND by its host path", ErrUsage, inView.host, inView.entry)
@@ -508,6 +512,30 @@ func writtenSet(spec *mountmgr.Spec) (*vfs.WriteSet, error) {
 		}
 	}
 	return w, nil
+}
+
+// checkBindSources refuses a bind whose source is reached through a
+// symlink in a directory the server can write or could earlier in this
+// session (written: the writable static roots, read-write binds), as
+// BuildTable refuses such a root: a server that replaced ~/proj/cache by a
+// link to ~/.ssh would otherwise have "--ro-bind ~/proj/cache" show it the
+// keys at the next start. The kernel resolves the source again when the
+// sandbox mounts it, before this session's server runs.
+func checkBindSources(binds []mountmgr.Bind, written *vfs.WriteSet) error {
+	if written == nil {
+		return nil
+	}
+	for _, b := range binds {
+		t := vfs.BuildTable([]vfs.Root{{URI: b.Source}}, vfs.TableOptions{Written: written, ReadOnly: true})
+		skipped := t.Skipped()
+		t.Close()
+		for _, s := range skipped {
+			if errors.Is(s.Reason, vfs.ErrWritableSymlink) {
+				return fmt.Errorf("%w: bind source %s: %v", ErrUsage, b.Source, s.Reason)
+			}
+		}
+	}
+	return nil
 }
 
 func logSkipped(log *zap.Logger, t *vfs.Table) {
