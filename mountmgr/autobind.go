@@ -527,8 +527,18 @@ func (r *resolver) addDir(dir string) bool {
 	return true
 }
 
-// unsafeDir says why dir may not be bound whole, or "".
+// unsafeDir says why dir may not be bound whole, or "". The mount follows
+// symlinks, so dir is judged under its real name too (/alias -> ~).
 func (r *resolver) unsafeDir(dir string) string {
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+		if why := r.unsafePath(real); why != "" {
+			return why
+		}
+	}
+	return r.unsafePath(dir)
+}
+
+func (r *resolver) unsafePath(dir string) string {
 	if !filepath.IsAbs(dir) || strings.Count(dir, "/") < 2 {
 		return "/ or a top-level directory"
 	}

@@ -415,3 +415,28 @@ func TestResolveAutoBindSymlinkedDirIntoWritable(t *testing.T) {
 		t.Errorf("control: binds %q, want %s", bindPaths(got), other)
 	}
 }
+
+// TestResolveAutoBindHomeThroughSymlink: a bin/ reached through a symlink
+// to the home directory (/alias -> ~, on PATH as /alias/bin) must not bind
+// the home directory under its other name. Control: the same file reached
+// through the home directory's own path is refused already.
+func TestResolveAutoBindHomeThroughSymlink(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(base, "home")
+	// No credential names for the scan to find: only the home rule protects.
+	writeFile(t, filepath.Join(home, ".bash_history"), "mysql -p hunter2", 0o600)
+	writeFile(t, filepath.Join(home, "bin", "tool"), "#!/bin/sh\n", 0o755)
+	symlink(t, home, filepath.Join(base, "alias"))
+	lookup := func(string) (string, bool) { return "", false }
+	for _, exe := range []string{filepath.Join(home, "bin", "tool"), filepath.Join(base, "alias", "bin", "tool")} {
+		got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: home, Lookup: lookup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range got.Binds {
+			if real, err := filepath.EvalSymlinks(b.Source); err == nil && real == home {
+				t.Errorf("%s: bound %s, the home directory", exe, b.Source)
+			}
+		}
+	}
+}
