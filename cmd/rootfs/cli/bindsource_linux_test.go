@@ -56,6 +56,21 @@ func TestRunRefusesBindThroughPlantedSymlink(t *testing.T) {
 			t.Errorf("want a refusal naming the bind source; err=%v\n%s", err, msg)
 		}
 	})
+	t.Run("refused-working-directory", func(t *testing.T) {
+		// No --root: the working directory stands in for the roots.
+		os.Remove(stolen)
+		bind := filepath.Join(proj, "cache")
+		cmd := exec.Command(bin, "run", "--no-auto-bind", "--bind", out+":/out", "--ro-bind", bind,
+			"--", "/bin/sh", "-c", "cat "+filepath.Join(bind, "id")+" > /out/stolen")
+		cmd.Dir = proj
+		b, err := cmd.CombinedOutput()
+		if b, _ := os.ReadFile(stolen); strings.Contains(string(b), "KEY") {
+			t.Fatalf("the server read the secret through a bind of a symlink in the working directory")
+		}
+		if err == nil || !strings.Contains(string(b), "bind source") {
+			t.Errorf("want a refusal naming the bind source; err=%v\n%s", err, b)
+		}
+	})
 	t.Run("control-not-served", func(t *testing.T) {
 		msg, err := run(filepath.Join(proj, "real"), filepath.Join(proj, "cache"))
 		if b, _ := os.ReadFile(stolen); !strings.Contains(string(b), "KEY") {

@@ -397,7 +397,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	defer cleanup()
 	first := vfs.BuildTable(static, topts)
 	logSkipped(log, first)
-	if err := checkBindSources(spec.Binds, written); err != nil {
+	if err := checkBindSources(spec.Binds, rf.serverWritable(spec, first, bridgeStatic)); err != nil {
 		first.Close()
 		return err
 	}
@@ -514,16 +514,50 @@ func writtenSet(spec *mountmgr.Spec) (*vfs.WriteSet, error) {
 	return w, nil
 }
 
+// serverWritable lists the host directories the server of this session,
+// or of an earlier one started the same way, could write: read-write
+// binds, the writable static roots (or the working directory standing in
+// for them) and the --allow directories, beneath which every client root
+// lies.
+func (rf *runFlags) serverWritable(spec *mountmgr.Spec, static *vfs.Table, fallback []vfs.Root) []string {
+	var out []string
+	for _, b := range spec.Binds {
+		if !b.ReadOnly {
+			out = append(out, b.Source)
+		}
+	}
+	if !rf.roots.ReadOnly {
+		for _, e := range static.Entries() {
+			if e.IsDir {
+				out = append(out, e.HostPath)
+			}
+		}
+		if len(static.Entries()) == 0 {
+			for _, r := range fallback {
+				if p, err := vfs.ParseRoot(r.URI); err == nil {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return append(out, rf.allowDirs()...)
+}
+
 // checkBindSources refuses a bind whose source is reached through a
-// symlink in a directory the server can write or could earlier in this
-// session (written: the writable static roots, read-write binds), as
-// BuildTable refuses such a root: a server that replaced ~/proj/cache by a
-// link to ~/.ssh would otherwise have "--ro-bind ~/proj/cache" show it the
-// keys at the next start. The kernel resolves the source again when the
-// sandbox mounts it, before this session's server runs.
-func checkBindSources(binds []mountmgr.Bind, written *vfs.WriteSet) error {
-	if written == nil {
+// symlink in a directory the server can write or could earlier (see
+// serverWritable), as BuildTable refuses such a root: a server that
+// replaced ~/proj/cache by a link to ~/.ssh would otherwise have
+// "--ro-bind ~/proj/cache" show it the keys at the next start. The kernel
+// resolves the source again when the sandbox mounts it, before this
+// session's server runs.
+func checkBindSources(binds []mountmgr.Bind, writable []string) error {
+	if unprotectedNested || len(writable) == 0 {
 		return nil
+	}
+	written := vfs.NewWriteSet(0)
+	defer written.Close()
+	for _, d := range writable {
+		_ = written.AddPath(d) // one that cannot be opened holds nothing to follow
 	}
 	for _, b := range binds {
 		t := vfs.BuildTable([]vfs.Root{{URI: b.Source}}, vfs.TableOptions{Written: written, ReadOnly: true})
