@@ -241,7 +241,7 @@ func (r *Result) Write() (backup string, err error) {
 		return "", nil
 	}
 	// A client that rewrote the file since Plan would lose its change.
-	if now, err := os.ReadFile(r.target); err != nil || !bytes.Equal(now, r.Old) {
+	if now, err := readFile(r.target); err != nil || !bytes.Equal(now, r.Old) {
 		return "", ErrChanged
 	}
 	backup = r.target + BackupSuffix
@@ -252,36 +252,6 @@ func (r *Result) Write() (backup string, err error) {
 		return backup, err
 	}
 	return backup, nil
-}
-
-func writeAtomic(name string, data []byte, st fs.FileInfo) error {
-	dir, base := filepath.Split(name)
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename this finds nothing
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(st.Mode().Perm()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := keepOwner(f, st); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, name)
 }
 
 // Rewrite applies op to every server entry under the pointers servers of a

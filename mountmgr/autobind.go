@@ -392,9 +392,12 @@ func (r *resolver) elf(p string, isExec, taint bool) error {
 		if strings.Contains(name, "/") || r.libs >= maxLibraries {
 			continue
 		}
+		if name == "." || name == ".." {
+			continue // a directory, never a library
+		}
 		for _, d := range dirs {
 			lib := filepath.Join(d, name)
-			if _, err := os.Stat(lib); err != nil {
+			if fi, err := os.Stat(lib); err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
 			links, err := chain(lib, p)
@@ -405,12 +408,19 @@ func (r *resolver) elf(p string, isExec, taint bool) error {
 			if !r.visited[final] {
 				r.visited[final] = true
 				r.libs++
+				// A library in a read-write root (found through
+				// LD_LIBRARY_PATH or an RPATH) is the server's to
+				// rewrite: what it names is tainted too.
+				libTaint := taint
 				for _, l := range links {
-					if !r.refuseTainted(l, taint) {
+					libTaint = libTaint || r.untrusted(l)
+				}
+				for _, l := range links {
+					if !r.refuseTainted(l, libTaint) {
 						r.addFile(l)
 					}
 				}
-				if err := r.elf(final, false, taint); err != nil {
+				if err := r.elf(final, false, libTaint); err != nil {
 					return err
 				}
 			}
@@ -422,13 +432,27 @@ func (r *resolver) elf(p string, isExec, taint bool) error {
 
 // untrusted reports whether the server may write p: it lies in one of
 // AutoBindOptions.Writable (the read-write roots).
+//
+// p is checked as named and with its directory resolved: a host directory
+// that is a symlink into a root (~/tools -> ~/proj/tools) holds files the
+// server can rewrite under a name that does not look like the root.
 func (r *resolver) untrusted(p string) bool {
-	for _, d := range r.opts.Writable {
-		if p == d || strings.HasPrefix(p, d+"/") {
-			return true
+	in := func(p string) bool {
+		for _, d := range r.opts.Writable {
+			if p == d || strings.HasPrefix(p, d+"/") {
+				return true
+			}
 		}
+		return false
 	}
-	return false
+	if in(p) {
+		return true
+	}
+	if len(r.opts.Writable) == 0 {
+		return false
+	}
+	d, err := filepath.EvalSymlinks(filepath.Dir(p))
+	return err == nil && in(filepath.Join(d, filepath.Base(p)))
 }
 
 // refuseTainted says (and records) that p, named through a file the
@@ -447,9 +471,14 @@ func (r *resolver) underRuntime(p string) bool {
 	return r.spec.underRuntime(p) || r.spec.underBinds(p)
 }
 
-// addFile binds one file (a symlink path gets its target's content).
+// addFile binds one file (a symlink path gets its target's content). A
+// directory is never bound here (an ELF loader or library path can name
+// one): only addDir binds directories, after its checks.
 func (r *resolver) addFile(p string) {
 	if r.check || r.underRuntime(p) || hasCredentialElem(p) {
+		return
+	}
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
 		return
 	}
 	r.files[p] = true
@@ -497,8 +526,18 @@ func (r *resolver) addDir(dir string) bool {
 	return true
 }
 
-// unsafeDir says why dir may not be bound whole, or "".
+// unsafeDir says why dir may not be bound whole, or "". The mount follows
+// symlinks, so dir is judged under its real name too (/alias -> ~).
 func (r *resolver) unsafeDir(dir string) string {
+	if real, err := filepath.EvalSymlinks(dir); err == nil && real != dir {
+		if why := r.unsafePath(real); why != "" {
+			return why
+		}
+	}
+	return r.unsafePath(dir)
+}
+
+func (r *resolver) unsafePath(dir string) string {
 	if !filepath.IsAbs(dir) || strings.Count(dir, "/") < 2 {
 		return "/ or a top-level directory"
 	}

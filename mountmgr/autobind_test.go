@@ -251,3 +251,192 @@ func TestResolveAutoBindWritableRoot(t *testing.T) {
 		t.Errorf("control: binds %q, want %s", bindPaths(got), other)
 	}
 }
+
+// buildELF compiles a program (or, shared, a library) linked against a
+// placeholder library, then rewrites its DT_NEEDED name to needed and its
+// DT_RPATH to rpath in .dynstr: what a server that can write the file
+// could leave there. It skips without a C compiler.
+func buildELF(t *testing.T, dir, out, needed, rpath string, shared bool) {
+	t.Helper()
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("needs a C compiler")
+	}
+	const placeholderLib = "libqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq.so"
+	ph := "/" + strings.Repeat("R", 200)
+	if len(needed) >= len(placeholderLib) || len(rpath) >= len(ph) {
+		t.Fatal("name too long for the placeholder")
+	}
+	writeFile(t, filepath.Join(dir, "q.c"), "int q(void) { return 0; }\n", 0o644)
+	writeFile(t, filepath.Join(dir, "m.c"), "int q(void); int main(void) { return q(); }\n", 0o644)
+	lib := filepath.Join(dir, placeholderLib)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, filepath.Join(dir, "q.c")).CombinedOutput(); err != nil {
+		t.Skipf("cc: %v %s", err, o)
+	}
+	args := []string{"-o", out, filepath.Join(dir, "m.c"), lib, "-Wl,--disable-new-dtags", "-Wl,-rpath," + ph}
+	if shared {
+		args = append([]string{"-shared", "-fPIC"}, args...)
+	}
+	if o, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		t.Skipf("cc: %v %s", err, o)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := func(s string, n int) []byte { return append([]byte(s), make([]byte, n-len(s))...) }
+	for _, r := range [][2]string{{lib, needed}, {placeholderLib, needed}, {ph, rpath}} {
+		if i := strings.Index(string(b), r[0]+"\x00"); i >= 0 {
+			copy(b[i:], pad(r[1], len(r[0])))
+		}
+	}
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResolveAutoBindELFNamesOnlyFiles: DT_NEEDED "." or ".." joined to an
+// RPATH directory names a directory, not a library; binding it whole would
+// skip every check a prefix gets (home, credentials). Control: a real
+// library name in the same RPATH is bound.
+func TestResolveAutoBindELFNamesOnlyFiles(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(base, "home")
+	writeFile(t, filepath.Join(home, ".ssh", "id_ed25519"), "key", 0o600)
+	writeFile(t, filepath.Join(home, "lib", "libok.so"), "not really", 0o644)
+	lookup := func(string) (string, bool) { return "", false }
+	for _, tc := range []struct{ needed, rpath, want string }{
+		{".", home, ""},
+		{"..", filepath.Join(home, "lib"), ""},
+		{"libok.so", filepath.Join(home, "lib"), filepath.Join(home, "lib", "libok.so")},
+	} {
+		dir := filepath.Join(base, "build"+strings.ReplaceAll(tc.needed, ".", "d"))
+		exe := filepath.Join(dir, "app", "libexec", "app")
+		os.MkdirAll(filepath.Dir(exe), 0o755)
+		buildELF(t, dir, exe, tc.needed, tc.rpath, false)
+		got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: home, Lookup: lookup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, b := range got.Binds {
+			if fi, err := os.Stat(b.Source); err == nil && fi.IsDir() {
+				t.Errorf("NEEDED %q RPATH %s: bound the directory %s", tc.needed, tc.rpath, b.Source)
+			}
+			found = found || b.Source == tc.want
+		}
+		if tc.want != "" && !found {
+			t.Errorf("control: NEEDED %q: binds %q, want %s", tc.needed, bindPaths(got), tc.want)
+		}
+	}
+}
+
+// TestResolveAutoBindWritableLibrary: a library found in a read-write root
+// (through the server's LD_LIBRARY_PATH) is the server's to rewrite; what
+// its RPATH and DT_NEEDED name must not be bound. Control: the same
+// library outside the writable roots is followed.
+func TestResolveAutoBindWritableLibrary(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	proj := filepath.Join(base, "proj")
+	other := filepath.Join(base, "other")
+	writeFile(t, filepath.Join(other, "secret.yaml"), "s", 0o644)
+	// The program (outside any root) needs libw.so; the server's
+	// LD_LIBRARY_PATH finds it in its root, where the server rewrote it
+	// to need other/secret.yaml.
+	buildELF(t, filepath.Join(base, "b1"), filepath.Join(proj, "lib", "libw.so"), "secret.yaml", other, true)
+	exe := filepath.Join(base, "app", "libexec", "app")
+	os.MkdirAll(filepath.Dir(exe), 0o755)
+	buildELF(t, filepath.Join(base, "b2"), exe, "libw.so", "/nonexistent", false)
+	lookup := func(string) (string, bool) { return "", false }
+	spec := func() *Spec { return &Spec{Env: []string{"LD_LIBRARY_PATH=" + filepath.Join(proj, "lib")}} }
+	bound := func(ab *AutoBind) bool {
+		for _, b := range ab.Binds {
+			if strings.HasPrefix(b.Source, other) {
+				return true
+			}
+		}
+		return false
+	}
+	got, err := ResolveAutoBind(spec(), exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound(got) {
+		t.Errorf("bound %q: named by a library in a read-write root", bindPaths(got))
+	}
+	got, err = ResolveAutoBind(spec(), exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bound(got) {
+		t.Errorf("control: binds %q, want %s/secret.yaml", bindPaths(got), other)
+	}
+}
+
+// TestResolveAutoBindSymlinkedDirIntoWritable: a host directory that is a
+// symlink into a read-write root (~/tools -> ~/proj/tools) holds files the
+// server can rewrite under a path that does not look like the root.
+// Control: the same layout with proj not writable is followed.
+func TestResolveAutoBindSymlinkedDirIntoWritable(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	proj := filepath.Join(base, "proj")
+	other := filepath.Join(base, "other")
+	writeFile(t, filepath.Join(other, "bin", "tool"), "#!/bin/sh\n", 0o755)
+	writeFile(t, filepath.Join(other, "secret.txt"), "s", 0o644)
+	os.MkdirAll(filepath.Join(proj, "tools"), 0o755)
+	symlink(t, filepath.Join(proj, "tools"), filepath.Join(base, "tools"))
+	// The server rewrote proj/tools/srv to name another project's bin/.
+	symlink(t, filepath.Join(other, "bin", "tool"), filepath.Join(proj, "tools", "srv"))
+	exe := filepath.Join(base, "tools", "srv")
+	lookup := func(string) (string, bool) { return "", false }
+	bound := func(ab *AutoBind) bool {
+		for _, b := range ab.Binds {
+			if strings.HasPrefix(b.Source, other) {
+				return true
+			}
+		}
+		return false
+	}
+	got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound(got) {
+		t.Errorf("bound %q: named by a symlink in a read-write root reached through %s", bindPaths(got), filepath.Join(base, "tools"))
+	}
+	got, err = ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bound(got) {
+		t.Errorf("control: binds %q, want %s", bindPaths(got), other)
+	}
+}
+
+// TestResolveAutoBindHomeThroughSymlink: a bin/ reached through a symlink
+// to the home directory (/alias -> ~, on PATH as /alias/bin) must not bind
+// the home directory under its other name. Control: the same file reached
+// through the home directory's own path is refused already.
+func TestResolveAutoBindHomeThroughSymlink(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(base, "home")
+	// No credential names for the scan to find: only the home rule protects.
+	writeFile(t, filepath.Join(home, ".bash_history"), "mysql -p hunter2", 0o600)
+	writeFile(t, filepath.Join(home, "bin", "tool"), "#!/bin/sh\n", 0o755)
+	symlink(t, home, filepath.Join(base, "alias"))
+	lookup := func(string) (string, bool) { return "", false }
+	for _, exe := range []string{filepath.Join(home, "bin", "tool"), filepath.Join(base, "alias", "bin", "tool")} {
+		got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: home, Lookup: lookup})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range got.Binds {
+			if real, err := filepath.EvalSymlinks(b.Source); err == nil && real == home {
+				t.Errorf("%s: bound %s, the home directory", exe, b.Source)
+			}
+		}
+	}
+}

@@ -443,17 +443,38 @@ func apply(root string, op mountOp) error {
 			return err
 		}
 		defer done2()
-		if err := remountFD(t2, add); err != nil {
-			return err
-		}
 		// A bind of a host path is a slave of the host's mount (P1's
 		// mounts are), so a mount the host makes below it later would
 		// appear in the sandbox, without this bind's ro,nosuid,nodev.
-		// Only the roots are meant to follow the host; cut the rest.
-		if testKnob == "shared-binds" {
+		// Only the roots are meant to follow the host; cut the rest,
+		// first, so that none arrives after the remounts below.
+		if testKnob != "shared-binds" {
+			if err := linux.Mount("", t2, "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return err
+			}
+		}
+		if err := remountFD(t2, add); err != nil {
+			return err
+		}
+		// MS_REC copied the source's submounts with their own flags, and
+		// a bind remount changes one mount only: a read-only bind over a
+		// directory holding a read-write mount (/usr/local on its own
+		// partition, a data disk under an auto-bound prefix) would leave
+		// that mount writable, to a server that is uid 0 and owns what
+		// root owns there. Each gets this bind's flags too.
+		if testKnob == "ro-top-only" {
 			return nil
 		}
-		return linux.Mount("", t2, "", unix.MS_REC|unix.MS_PRIVATE, "")
+		subs, err := submounts(filepath.Join(root, op.dest))
+		if err != nil {
+			return err
+		}
+		for _, m := range subs {
+			if err := remount(m, add, false); err != nil {
+				return fmt.Errorf("bind %s: submount %s: %w", op.dest, strings.TrimPrefix(m, root), err)
+			}
+		}
+		return nil
 	case "overlay":
 		return overlay(root, op)
 	case "remount-ro":

@@ -87,6 +87,8 @@ func MaybeRunStage() {
 //	"private-daemon"  P1's namespace is private (before issue 10): a host
 //	                  mount made after start never reaches the view
 //	"shared-binds"    P2 leaves its binds of host paths receiving host mounts
+//	"ro-top-only"     a read-only bind leaves the source's submounts as they
+//	                  were (read-write), as before the fix
 var testKnob string
 
 // daemonSetup runs first in P1: the mount namespace is new (clone flag), so

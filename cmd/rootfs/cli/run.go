@@ -183,6 +183,7 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 	if err != nil {
 		return nil, nil, err
 	}
+	writable = append(writable, rf.allowDirs()...)
 	if rf.roots.ReadOnly {
 		writable = nil
 	}
@@ -218,6 +219,21 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 		}
 	}
 	return spec, inView, nil
+}
+
+// allowDirs are the --allow directories, resolved: client roots arrive
+// after the server has started, but only at or beneath these, so whatever
+// lies there is the server's to write in this session or an earlier one.
+func (rf *runFlags) allowDirs() []string {
+	var out []string
+	for _, a := range rf.run.Allow {
+		if abs, err := filepath.Abs(a); err == nil {
+			if r, err := filepath.EvalSymlinks(abs); err == nil {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
 }
 
 // viewPath is a COMMAND that runs from the view: its path there, the entry
@@ -385,6 +401,10 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	// The view owns first now (view.Close, deferred, releases it).
+	if err := checkBindSources(spec.Binds, rf.serverWritable(spec, first, bridgeStatic)); err != nil {
+		return err
+	}
 	if inView != nil {
 		if e := first.Lookup(inView.entry); e == nil || e.HostPath != inView.host {
 			return fmt.Errorf("%w: COMMAND's root %s is not /%s in the view (a bind took the name); give COMMAND by its host path", ErrUsage, inView.host, inView.entry)
@@ -476,6 +496,64 @@ func writtenSet(spec *mountmgr.Spec) (*vfs.WriteSet, error) {
 		}
 	}
 	return w, nil
+}
+
+// serverWritable lists the host directories the server of this session,
+// or of an earlier one started the same way, could write: read-write
+// binds, the writable static roots (or the working directory standing in
+// for them) and the --allow directories, beneath which every client root
+// lies.
+func (rf *runFlags) serverWritable(spec *mountmgr.Spec, static *vfs.Table, fallback []vfs.Root) []string {
+	var out []string
+	for _, b := range spec.Binds {
+		if !b.ReadOnly {
+			out = append(out, b.Source)
+		}
+	}
+	if !rf.roots.ReadOnly {
+		for _, e := range static.Entries() {
+			if e.IsDir {
+				out = append(out, e.HostPath)
+			}
+		}
+		if len(static.Entries()) == 0 {
+			for _, r := range fallback {
+				if p, err := vfs.ParseRoot(r.URI); err == nil {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return append(out, rf.allowDirs()...)
+}
+
+// checkBindSources refuses a bind whose source is reached through a
+// symlink in a directory the server can write or could earlier (see
+// serverWritable), as BuildTable refuses such a root: a server that
+// replaced ~/proj/cache by a link to ~/.ssh would otherwise have
+// "--ro-bind ~/proj/cache" show it the keys at the next start. The kernel
+// resolves the source again when the sandbox mounts it, before this
+// session's server runs.
+func checkBindSources(binds []mountmgr.Bind, writable []string) error {
+	if unprotectedNested || len(writable) == 0 {
+		return nil
+	}
+	written := vfs.NewWriteSet(0)
+	defer written.Close()
+	for _, d := range writable {
+		_ = written.AddPath(d) // one that cannot be opened holds nothing to follow
+	}
+	for _, b := range binds {
+		t := vfs.BuildTable([]vfs.Root{{URI: b.Source}}, vfs.TableOptions{Written: written, ReadOnly: true})
+		skipped := t.Skipped()
+		t.Close()
+		for _, s := range skipped {
+			if errors.Is(s.Reason, vfs.ErrWritableSymlink) {
+				return fmt.Errorf("%w: bind source %s: %v", ErrUsage, b.Source, s.Reason)
+			}
+		}
+	}
+	return nil
 }
 
 func logSkipped(log *zap.Logger, t *vfs.Table) {

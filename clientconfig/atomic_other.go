@@ -1,0 +1,41 @@
+//go:build !linux
+
+package clientconfig
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+func readFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+func writeAtomic(name string, data []byte, st fs.FileInfo) error {
+	dir, base := filepath.Split(name)
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename this finds nothing
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(st.Mode().Perm()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := keepOwner(f, st); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
+}
