@@ -415,6 +415,18 @@ func TestLaunchVenvOutsideUsr(t *testing.T) {
 	ssh := tr.step(t, "ssh")
 	expect(t, kindContain, "venv server cannot read ~/.ssh", ssh.IsError && !strings.Contains(ssh.Text, secret), "%s", ssh)
 
+	// Started in the home directory (as a client may start servers): the
+	// home directory is never a root, so it is not taken for something
+	// the server can write, and the prefix under it is still followed.
+	tr = runTS(t, wrap(rootfs, nil, server), scenario{
+		Env:   map[string]string{"HOME": home},
+		Cwd:   home,
+		Roots: []mcpRoot{},
+		Steps: []step{{"op": "listTools", "label": "tools"}},
+	})
+	tools = tr.step(t, "tools")
+	expect(t, kindWorks, "started in the home directory, the venv server under it still starts", tools.OK && strings.Contains(tools.Text, "prefix"), "%s\nstderr:\n%s", tools, tr.stderr)
+
 	// Negative control: the same command without auto-bind fails, and the
 	// error names the interpreter that is missing and the flag.
 	ok, status, stderr := rawRun(t, wrap(rootfs, []string{"--no-auto-bind"}, server), launchEnv(home), 30*time.Second)

@@ -252,11 +252,14 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (stri
 	name := rf.argv[0]
 	hostExe, hostErr := mountmgr.ResolveCommand(name, os.Getenv("PATH"))
 	if len(static) == 0 {
+		// The working directory stands in for the roots, unless it is /
+		// or the home directory, which are never served (fallbackRoots):
+		// then nothing the server can write is known at start, and
+		// install prefixes under the home directory (nvm, pyenv) are
+		// followed as usual.
 		var writable []string
-		if cwd, err := os.Getwd(); err == nil {
-			if r, err := filepath.EvalSymlinks(cwd); err == nil {
-				writable = []string{r}
-			}
+		if dir, ok, _ := workdirRoot(); ok {
+			writable = []string{dir}
 		}
 		return hostExe, nil, writable, commandError(hostErr)
 	}
@@ -332,20 +335,13 @@ func gitIdentity() ([]string, error) {
 // opencode start servers in the project), but never / or the home
 // directory, which would hand the server everything.
 func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
-	cwd, err := os.Getwd()
+	cwd, ok, err := workdirRoot()
 	if err != nil {
 		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and the working directory is unknown (%v); give --root DIR", ErrUsage, err)
 	}
-	home, _ := os.UserHomeDir()
-	if r, err := filepath.EvalSymlinks(home); err == nil {
-		home = r
-	}
-	if r, err := filepath.EvalSymlinks(cwd); err == nil {
-		cwd = r
-	}
-	if cwd == "/" || cwd == home {
+	if !ok {
 		what := "/"
-		if cwd == home {
+		if cwd != "/" {
 			what = "your home directory"
 		}
 		// Not refused yet: the client may still send roots. The bridge
@@ -355,6 +351,23 @@ func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
 	}
 	log.Info("no --root: the working directory is the root if the client declares none", zap.String("dir", cwd))
 	return []vfs.Root{{URI: cwd}}, nil
+}
+
+// workdirRoot returns the working directory, resolved, and whether it may
+// stand in for the roots: never / or the home directory itself.
+func workdirRoot() (dir string, ok bool, err error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return "", false, err
+	}
+	home, _ := os.UserHomeDir()
+	if r, err := filepath.EvalSymlinks(home); err == nil {
+		home = r
+	}
+	if r, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = r
+	}
+	return cwd, cwd != "/" && cwd != home, nil
 }
 
 // runDaemon is P1: it owns the view, the bridge and the sandbox.
