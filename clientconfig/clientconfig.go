@@ -217,6 +217,11 @@ func Plan(loc Location, op Op, opt Options) (*Result, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", loc.Path)
 	}
+	if abs, err := filepath.Abs(loc.Path); err == nil {
+		if err := checkLinkOwners(abs, st); err != nil {
+			return nil, err
+		}
+	}
 	if st.Size() > MaxFileSize {
 		return nil, fmt.Errorf("%s: %d bytes, more than an MCP configuration holds (limit %d); left alone", loc.Path, st.Size(), MaxFileSize)
 	}

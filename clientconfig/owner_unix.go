@@ -3,8 +3,10 @@
 package clientconfig
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -17,4 +19,31 @@ func keepOwner(f *os.File, st fs.FileInfo) error {
 		return nil
 	}
 	return f.Chown(int(s.Uid), int(s.Gid))
+}
+
+// checkLinkOwners refuses, as root, a configuration reached through a
+// symlink whose owner does not own the file it leads to: "sudo rootfs wrap"
+// follows a user's ~/.cursor -> /etc/x, and must not rewrite (and back up
+// beside) a file that user could not write. Every symlink met on the way
+// from path (absolute) to its target counts, in the last component or in a
+// directory above it, except links root owns (a /home -> /data/home layout
+// is root's own doing).
+func checkLinkOwners(path string, target fs.FileInfo) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	ts, ok := target.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	for p := path; ; p = filepath.Dir(p) {
+		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+			if ls, ok := st.Sys().(*syscall.Stat_t); ok && ls.Uid != 0 && ls.Uid != ts.Uid {
+				return fmt.Errorf("%s: reached through the symlink %s (owner uid %d) but owned by uid %d; as root, rootfs wrap rewrites only files the link's owner owns (run it as that user, or give the real path)", path, p, ls.Uid, ts.Uid)
+			}
+		}
+		if d := filepath.Dir(p); d == p {
+			return nil
+		}
+	}
 }

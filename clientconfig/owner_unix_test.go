@@ -5,6 +5,7 @@ package clientconfig
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -41,6 +42,57 @@ func TestWriteKeepsOwner(t *testing.T) {
 		s := st.Sys().(*syscall.Stat_t)
 		if s.Uid != uid || s.Gid != gid {
 			t.Errorf("%s: owner %d:%d, want %d:%d", name, s.Uid, s.Gid, uid, gid)
+		}
+	}
+}
+
+// TestPlanRefusesForeignLinkTarget: as root, a config reached through a
+// user's symlink (in the last component or in a directory above it) that
+// leads to a file the user does not own is refused; the control is the
+// same link leading to a file the user owns, which is planned.
+func TestPlanRefusesForeignLinkTarget(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own files as another user")
+	}
+	const user = 4321
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "etc")
+	if err := os.Mkdir(victim, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, "mcp.json"), fixtures[0].read(t), 0o644); err != nil {
+		t.Fatal(err) // owned by root
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fileLink := filepath.Join(home, "mcp.json")
+	dirLink := filepath.Join(home, ".cursor")
+	for link, to := range map[string]string{fileLink: filepath.Join(victim, "mcp.json"), dirLink: victim} {
+		if err := os.Symlink(to, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(link, user, user); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := func(p string) error {
+		_, err := Plan(Location{Path: p, Format: JSONC, Servers: []string{"/servers"}}, Wrap, Options{Rootfs: testRootfs})
+		return err
+	}
+	for _, p := range []string{fileLink, filepath.Join(dirLink, "mcp.json")} {
+		if err := plan(p); err == nil || !strings.Contains(err.Error(), "reached through the symlink") {
+			t.Errorf("%s: Plan = %v, want a refusal", p, err)
+		}
+	}
+	// Control: the user owns the target, so the same links are followed.
+	if err := os.Chown(filepath.Join(victim, "mcp.json"), user, user); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fileLink, filepath.Join(dirLink, "mcp.json")} {
+		if err := plan(p); err != nil {
+			t.Errorf("%s: Plan = %v, want it planned", p, err)
 		}
 	}
 }
