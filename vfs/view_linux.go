@@ -153,6 +153,18 @@ func (v *View) Reserved() []string {
 // stays valid until the next Swap.
 func (v *View) Table() *Table { return v.cur.Load().table }
 
+// Entries returns the entries being served, in listing order: the
+// table's, minus any hidden by a reserved name. Like Table, they stay
+// valid until the next Swap.
+func (v *View) Entries() []*Entry {
+	s := v.cur.Load()
+	out := make([]*Entry, 0, len(s.order))
+	for _, name := range s.order {
+		out = append(out, s.byName[name].entry)
+	}
+	return out
+}
+
 // FUSERoot is the view's root node. Mount the view with View.Mount, which
 // wraps it; mounted with fs.Mount or fs.NewNodeFS instead, it never gives
 // passthrough handles (see View.Mount). A View can be mounted once.

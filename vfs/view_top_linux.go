@@ -37,7 +37,15 @@ var (
 	_ = (fs.NodeRemovexattrer)((*rootDir)(nil))
 	_ = (fs.NodeGetxattrer)((*rootDir)(nil))
 	_ = (fs.NodeListxattrer)((*rootDir)(nil))
+	_ = (fs.NodeOpendirHandler)((*rootDir)(nil))
 )
+
+// topTimeout is how long the kernel may cache what only a Swap changes:
+// the top level's attributes and listing, the placeholders, and (with
+// Options.BoundEntries) the entries' names. Swap invalidates each of them
+// when it changes, so the length only bounds how long an unused dentry
+// stays cached.
+const topTimeout = watchedCacheTimeout
 
 // OnAdd builds the placeholders as persistent children.
 func (r *rootDir) OnAdd(ctx context.Context) {
@@ -65,6 +73,7 @@ func (r *rootDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 	s := r.v.cur.Load()
 	out.Nlink = uint32(2 + len(s.order) + len(r.v.placeholders))
 	setTimes(&out.Attr, r.v.start.Unix())
+	out.SetTimeout(topTimeout) // Swap sends NotifyContent on the top level
 	return 0
 }
 
@@ -79,9 +88,17 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			ga.Getattr(ctx, nil, &a)
 			out.Attr = a.Attr
 		}
+		out.SetEntryTimeout(topTimeout) // placeholders never change
+		out.SetAttrTimeout(topTimeout)
 		return ch, 0
 	}
 	ch, err := r.lookupEntry(ctx, name, out)
+	if err == nil && r.v.opts.BoundEntries {
+		// Only a Swap changes which node a name is, and Swap invalidates
+		// what it changes: fewer revalidations, each one a chance to lose
+		// the entry's bind.
+		out.SetEntryTimeout(topTimeout)
+	}
 	return ch, r.v.toErrno("lookup", err)
 }
 
@@ -89,6 +106,27 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 	v := r.v
 	v.closeMu.RLock()
 	sl, ok := v.cur.Load().byName[name]
+	if ok && v.opts.BoundEntries {
+		if old := r.GetChild(name); old != nil {
+			if on, same := old.Operations().(*node); same && on.inc == sl.inc {
+				// A kept entry, maybe covered by its bind: answer with the
+				// same node and never fail, since any other answer makes
+				// the kernel invalidate the dentry and detach the bind.
+				// No descriptor is duplicated (EMFILE) and the node is not
+				// renewed; the attributes come from the pinned descriptor.
+				var st syscall.Stat_t
+				if syscall.Fstat(sl.entry.FD(), &st) == nil && on.same(&st) {
+					out.Attr.FromStat(&st)
+					out.Ino = old.StableAttr().Ino
+				} else {
+					out.Mode = old.StableAttr().Mode | 0o555
+				}
+				v.closeMu.RUnlock()
+				on.cacheTimes(out)
+				return old, nil
+			}
+		}
+	}
 	var fd int
 	var err error
 	if ok {
@@ -117,6 +155,58 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 	ch, _ := v.newChild(ctx, r.EmbeddedInode(), nil, name, sl.inc, fd, &st, renew, out)
 	return ch, nil
 }
+
+// OpendirHandle lets the kernel cache the listing (FOPEN_CACHE_DIR): it
+// changes only at a Swap, which drops the cache (NotifyContent of the top
+// level drops its pages, where the kernel keeps the listing).
+func (r *rootDir) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	ds, errno := r.Readdir(ctx)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return &topListing{ds: ds, r: r}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// topListing is an open top level: the snapshot listed at OPENDIR.
+type topListing struct {
+	r  *rootDir
+	ds fs.DirStream
+}
+
+var (
+	_ = (fs.FileReaddirenter)((*topListing)(nil))
+	_ = (fs.FileSeekdirer)((*topListing)(nil))
+	_ = (fs.FileReleasedirer)((*topListing)(nil))
+)
+
+func (t *topListing) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if !t.ds.HasNext() {
+		return nil, 0
+	}
+	e, errno := t.ds.Next()
+	return &e, errno
+}
+
+// Seekdir to 0 (rewinddir) lists the current snapshot again; the kernel
+// asks for other offsets only within one listing, which the list stream
+// serves.
+func (t *topListing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		ds, errno := t.r.Readdir(ctx)
+		if errno != 0 {
+			return errno
+		}
+		t.ds.Close()
+		t.ds = ds
+		return 0
+	}
+	if sd, ok := t.ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+func (t *topListing) Releasedir(ctx context.Context, releaseFlags uint32) { t.ds.Close() }
 
 func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	s := r.v.cur.Load()
@@ -201,6 +291,7 @@ func (p *placeholderDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse
 	out.Mode = syscall.S_IFDIR | 0o555
 	out.Nlink = 2
 	setTimes(&out.Attr, p.t.Unix())
+	out.SetTimeout(topTimeout)
 	return 0
 }
 func (p *placeholderDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -225,6 +316,7 @@ func (p *placeholderLink) Getattr(ctx context.Context, f fs.FileHandle, out *fus
 	out.Nlink = 1
 	out.Size = uint64(len(p.target))
 	setTimes(&out.Attr, p.t.Unix())
+	out.SetTimeout(topTimeout)
 	return 0
 }
 func (p *placeholderLink) Readlink(ctx context.Context) ([]byte, syscall.Errno) {

@@ -29,6 +29,7 @@ type RunOptions struct {
 	ViewFlags
 	TmpSize string
 	Grace   time.Duration
+	Strict  bool
 }
 
 // AddFlags registers the flags on f.
@@ -41,6 +42,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.NoNetwork, "no-network", false, "give the server a network namespace with only loopback")
 	o.ViewFlags.AddFlags(f)
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
+	f.BoolVar(&o.Strict, "strict", false, "serve every file operation through the daemon (open files of a removed root fail with EIO at once) instead of letting the kernel serve what is below each root through a bind mount")
 	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
 }
 
@@ -175,6 +177,14 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	vopts := rf.run.Options(rf.roots.ReadOnly, log)
 	vopts.Placeholders = places
+	kernelPath := !rf.run.Strict
+	if kernelPath {
+		if err := mountmgr.KernelPathSupported(); err != nil {
+			log.Info("this kernel cannot serve roots through bind mounts (needs Linux 5.12); every file operation goes through the daemon, as with --strict", zap.Error(err))
+			kernelPath = false
+		}
+	}
+	vopts.BoundEntries = kernelPath
 	view := vfs.NewView(vopts)
 	defer view.Close()
 	topts := vfs.TableOptions{Allow: rf.run.Allow, Reserved: view.Reserved(), ReadOnly: rf.roots.ReadOnly}
@@ -202,6 +212,16 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		return err
 	}
 	defer m.Unmount()
+	var binds *mountmgr.RootBinds
+	if kernelPath {
+		// Before the sandbox starts: its copy of the view must become a
+		// slave of this one, so the binds laid later reach it.
+		binds, err = mountmgr.NewRootBinds(m, view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log})
+		if err != nil {
+			return err
+		}
+		defer binds.Close() // before the unmount
+	}
 
 	build := func(roots []vfs.Root) *vfs.Table { return vfs.BuildTable(roots, topts) }
 	spec.NewRoot = m.Dir()
@@ -223,7 +243,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Build, bopts.Static, bopts.Logger = bridgeView{view, m}, build, static, log
+	bopts.View, bopts.Build, bopts.Static, bopts.Logger = bridgeView{view, m, binds}, build, static, log
 	br, err := mcpbridge.New(bopts)
 	if err != nil {
 		srv.Stdin.Close()
@@ -270,17 +290,24 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 // "/", say) would make the view look itself up and deadlock, so it is refused
 // whole and the view stays as it was (the bridge logs the error).
 type bridgeView struct {
-	v *vfs.View
-	m *mountmgr.FUSEMount
+	v     *vfs.View
+	m     *mountmgr.FUSEMount
+	binds *mountmgr.RootBinds // nil: --strict
 }
 
 func (b bridgeView) Table() *vfs.Table { return b.v.Table() }
 
 func (b bridgeView) Swap(t *vfs.Table) error {
-	if err := b.m.CheckTable(t); err != nil {
-		return err
+	swap := func() error {
+		if err := b.m.CheckTable(t); err != nil {
+			return err
+		}
+		return b.v.Swap(t)
 	}
-	return b.v.Swap(t)
+	if b.binds == nil {
+		return swap()
+	}
+	return b.binds.Update(swap) // the swap, then the new entries' binds
 }
 
 // writtenSet starts the session's record of what the server can write with
