@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -51,7 +50,7 @@ type RootBinds struct {
 	dirFD  int        // O_PATH of the view's root, through the mount; -1 once closed
 	failed map[string]string
 
-	stop chan struct{}
+	wake [2]int // a pipe: Close writes to wake the watcher's poll
 	done chan struct{}
 }
 
@@ -88,7 +87,13 @@ func NewRootBinds(m *FUSEMount, v *vfs.View, o RootBindsOptions) (*RootBinds, er
 		return nil, fmt.Errorf("%w: kernel data path: open %s: %v", ErrSetup, m.Dir(), err)
 	}
 	b := &RootBinds{v: v, log: log, readOnly: o.ReadOnly, dir: m.Dir(), dirFD: fd, failed: map[string]string{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		wake: [2]int{-1, -1}, done: make(chan struct{})}
+	if !o.NoWatch {
+		if err := unix.Pipe2(b.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("%w: kernel data path: %v", ErrSetup, os.NewSyscallError("pipe2", err))
+		}
+	}
 	b.mu.Lock()
 	b.sync()
 	b.mu.Unlock()
@@ -204,29 +209,45 @@ func (b *RootBinds) watch() {
 					break
 				}
 			}
-			fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}}
+			fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}, {Fd: int32(b.wake[0]), Events: unix.POLLIN}}
 			_, _ = unix.Poll(fds, 1000)
 		} else {
-			time.Sleep(time.Second)
+			fds := []unix.PollFd{{Fd: int32(b.wake[0]), Events: unix.POLLIN}}
+			_, _ = unix.Poll(fds, 1000)
 		}
-		select {
-		case <-b.stop:
+		b.mu.Lock()
+		stopped := b.dirFD < 0
+		b.sync()
+		b.mu.Unlock()
+		if stopped {
 			return
-		default:
 		}
-		b.Sync()
 	}
 }
 
-// Close stops following the mount table and releases the view's
-// descriptor. The binds stay until the view is unmounted.
+// Close stops following the mount table and detaches the binds (lazily;
+// the view can then be unmounted without EBUSY). Call it when the sandbox
+// is gone, before unmounting the view.
 func (b *RootBinds) Close() {
 	b.mu.Lock()
 	if b.dirFD >= 0 {
+		for _, e := range b.v.Entries() {
+			if b.bound(e) {
+				_ = unix.Unmount(b.dir+"/"+e.Name, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+			}
+		}
 		unix.Close(b.dirFD)
 		b.dirFD = -1
-		close(b.stop)
+		if b.wake[1] >= 0 {
+			_, _ = unix.Write(b.wake[1], []byte{0})
+		}
 	}
 	b.mu.Unlock()
 	<-b.done
+	for i, fd := range b.wake {
+		if fd >= 0 {
+			unix.Close(fd)
+			b.wake[i] = -1
+		}
+	}
 }
