@@ -207,7 +207,9 @@ func TestDataPathRemoval(t *testing.T) {
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
-			waitRoots(t, ctx, cs, func(s string) bool { return strings.Contains(s, "file:///gone") && strings.Contains(s, "file:///one.txt") }, stderr)
+			waitRoots(t, ctx, cs, func(s string) bool {
+				return strings.Contains(s, "file:///gone") && strings.Contains(s, "file:///one.txt")
+			}, stderr)
 			kernel := m.flags[0] != "--strict"
 
 			before := sh(t, ctx, cs, `cat /one.txt /gone/f.txt; grep -E ' /(gone|keep|one\.txt) ' /proc/self/mountinfo`)
