@@ -107,12 +107,15 @@ func p1Main() int {
 		}
 		defer m.Unmount()
 		if cfg.Kernel {
-			b, err := NewRootBinds(m, view, RootBindsOptions{})
+			b, err := NewRootBinds(m, view, RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "p1:", err)
 				return 125
 			}
 			defer b.Close()
+			if strings.HasPrefix(cfg.Action, "relay") {
+				return relayCheck(mnt, cfg.Data)
+			}
 		}
 	} else if cfg.Data != "" {
 		d := filepath.Join(mnt, "data")
