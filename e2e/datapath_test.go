@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // The data paths of rootfs run (issue 13): by default the kernel serves
@@ -323,6 +325,64 @@ func TestDataPathSetID(t *testing.T) {
 			expect(t, kindContain, "the server's write clears the set-ID bits on the host file ("+m.name+")",
 				st.Mode()&(os.ModeSetuid|os.ModeSetgid) == 0 && st.Size() > int64(len("#!/bin/sh\n")),
 				"host mode %v size %d; in the sandbox: %s\nstderr:\n%s", st.Mode(), st.Size(), out, stderr)
+		})
+	}
+}
+
+// TestDataPathHostSymlinkRace is security battery D6 at run level: a host
+// process exchanges a directory of a root with a symlink to a directory
+// outside every root (renameat2 RENAME_EXCHANGE, in a tight loop) while the
+// server reads through that name. On both data paths the symlink is
+// resolved inside the sandbox, whose / is the view, so the outside
+// directory is never reached. The negative control is the same reader run
+// on the host, which reads the secret.
+func TestDataPathHostSymlinkRace(t *testing.T) {
+	naive := buildNaive(t)
+	for _, m := range nestedModes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			rootfs := buildRootfs(t)
+			token := "token-" + randHex(8)
+			base := dpHost(t, m.uid, map[string]string{"ws/d/plain.txt": "plain\n", "secret/token.txt": token + "\n"})
+			ws, secret := filepath.Join(base, "ws"), filepath.Join(base, "secret")
+			must(t, os.Symlink(secret, filepath.Join(ws, "link")))
+			stop := make(chan struct{})
+			done := make(chan int)
+			go func() {
+				n := 0
+				for {
+					select {
+					case <-stop:
+						done <- n
+						return
+					default:
+					}
+					if unix.Renameat2(unix.AT_FDCWD, filepath.Join(ws, "d"), unix.AT_FDCWD, filepath.Join(ws, "link"), unix.RENAME_EXCHANGE) == nil {
+						n++
+					}
+				}
+			}()
+			defer func() {
+				close(stop)
+				t.Logf("%d exchanges", <-done)
+			}()
+			reader := func(dir string) string {
+				return `n=0; for i in $(seq 3000); do cat ` + dir + `/d/token.txt 2>/dev/null; done | grep -c ` + token + `; true`
+			}
+			ctrl, _ := exec.Command("/bin/sh", "-c", reader(ws)).Output()
+			expect(t, kindControl, "the host-side symlink race reaches the outside directory without rootfs ("+m.name+")",
+				strings.TrimSpace(string(ctrl)) != "0", "reads of the secret on the host: %q", ctrl)
+
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append([]string{"--root", ws}, m.flags...), naive), m.cred)
+			unprivilegedRefused(t, m, err, stderr)
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+			}
+			out := sh(t, ctx, cs, reader("/ws")+`; ls /ws`)
+			expect(t, kindContain, "the host-side symlink race stays inside the sandbox ("+m.name+")",
+				strings.HasPrefix(strings.TrimSpace(out), "0") && !strings.Contains(out, token) && strings.Contains(out, "link"),
+				"in the sandbox:\n%s\nstderr:\n%s", out, stderr)
 		})
 	}
 }
