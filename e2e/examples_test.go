@@ -14,11 +14,13 @@ import (
 type example struct {
 	file string
 	argv []string
+	env  map[string]string // the client's env block for the server
 }
 
 type serverConfig struct {
-	Command string   `json:"command"`
-	Args    []string `json:"args"`
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
 }
 
 func examplesDir() string { return filepath.Join(repoRoot, "examples") }
@@ -40,7 +42,7 @@ func oneServer(t *testing.T, rel string, servers map[string]serverConfig) exampl
 		t.Fatalf("%s: want exactly one server, have %d", rel, len(servers))
 	}
 	for _, s := range servers {
-		return example{file: rel, argv: append([]string{s.Command}, s.Args...)}
+		return example{file: rel, argv: append([]string{s.Command}, s.Args...), env: s.Env}
 	}
 	panic("unreachable")
 }
@@ -102,15 +104,41 @@ func loadExamples(t *testing.T) map[string]example {
 		if strings.ContainsAny(line, `'"\$`+"`") {
 			t.Fatalf("%s: keep the command free of quotes and expansions, the test splits it on spaces: %q", rel, line)
 		}
-		_, cmd, ok := strings.Cut(line, " -- ")
+		add, cmd, ok := strings.Cut(line, " -- ")
 		if !ok {
 			t.Fatalf("%s: no ' -- ' before the server command: %q", rel, line)
 		}
-		out["claude-code"] = example{file: rel, argv: strings.Fields(cmd)}
+		env := map[string]string{}
+		fields := strings.Fields(add)
+		for i := 0; i+1 < len(fields); i++ {
+			if fields[i] == "-e" || fields[i] == "--env" {
+				k, v, _ := strings.Cut(fields[i+1], "=")
+				env[k] = v
+			}
+		}
+		out["claude-code"] = example{file: rel, argv: strings.Fields(cmd), env: env}
 		found = true
 	}
 	if !found {
 		t.Fatalf("%s: no 'claude mcp add' line", rel)
+	}
+	// Every client example shows how a variable of its env block reaches
+	// the server: --setenv NAME, with NAME in the env block.
+	for name, ex := range out {
+		var passed []string
+		for i, a := range ex.argv {
+			if a == "--setenv" && i+1 < len(ex.argv) && !strings.Contains(ex.argv[i+1], "=") {
+				passed = append(passed, ex.argv[i+1])
+			}
+		}
+		if len(passed) == 0 {
+			t.Errorf("%s (%s): no --setenv NAME beside the env block", ex.file, name)
+		}
+		for _, n := range passed {
+			if _, ok := ex.env[n]; !ok {
+				t.Errorf("%s (%s): --setenv %s but %s is not in the env block", ex.file, name, n, n)
+			}
+		}
 	}
 	return out
 }
@@ -186,7 +214,7 @@ func TestExamples(t *testing.T) {
 			ex := examples[c.example]
 			argv := substitute(t, ex, rootfs, node, folders)
 			t.Logf("%s: %q", ex.file, argv)
-			tr := runTS(t, argv, scenario{Capabilities: c.caps, Roots: c.roots, Steps: []step{
+			tr := runTS(t, argv, scenario{Env: ex.env, Capabilities: c.caps, Roots: c.roots, Steps: []step{
 				until("allowed", "list_allowed_directories", nil, []string{"Allowed directories:\n" + c.dir}, []string{base}),
 				call("read", "read_text_file", map[string]any{"path": c.dir + "/" + c.file}),
 				call("outside", "read_text_file", map[string]any{"path": "/etc/shadow"}),

@@ -374,6 +374,7 @@ type scenario struct {
 	Roots            []mcpRoot         `json:"roots"`
 	AnswerRoots      *bool             `json:"answerRoots,omitempty"`
 	RequestTimeoutMs int               `json:"requestTimeoutMs,omitempty"`
+	Cwd              string            `json:"cwd,omitempty"` // the client's working directory, which the server inherits
 	Steps            []step            `json:"steps"`
 }
 

@@ -105,8 +105,23 @@
 // ErrUnsupported with the fix (Preflight lists all findings, for `rootfs
 // doctor`); bad specs ErrBadSpec; a command that cannot run
 // ErrCommandNotExecutable (126) or ErrCommandNotFound (127), from
-// ResolveCommand on the host or as *ExecError from StartServer. Nothing is
-// ever run unconfined: any failing step aborts P2 before the exec.
+// ResolveCommand or ResolveAutoBind on the host (a *MissingError names the
+// missing interpreter, symlink target or ELF loader) or as *ExecError from
+// StartServer, whose message P2 builds with DiagnoseExec inside the sandbox
+// when exec says ENOENT. Nothing is ever run unconfined: any failing step
+// aborts P2 before the exec.
+//
+// # What the command needs
+//
+// ResolveAutoBind (autobind.go) follows COMMAND on the host through its
+// symlinks, "#!" interpreters ("env NAME" through the server's PATH), ELF
+// loader and RPATH/RUNPATH libraries, installation prefixes and launcher
+// caches, and returns read-only binds at the same paths; it never binds /,
+// the home directory or above, or a directory holding credentials (only the
+// files then). Launcher caches are Bind.Overlay: the host directory is the
+// read-only lower layer of an overlay whose upper layer is in the sandbox's
+// /tmp, so a launcher may write (npx locks and records its installs) while
+// nothing reaches the cache that the user runs unsandboxed.
 //
 // # Limits
 //

@@ -79,10 +79,21 @@ func runInit() {
 		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCHLD)
 	if err := cmd.Start(); err != nil {
 		code := 126
+		msg := err.Error()
 		if errors.Is(err, fs.ErrNotExist) {
 			code = 127
+			// ENOENT names the command even when what is missing is its
+			// interpreter, a symlink's target or its ELF loader: say which.
+			if d := DiagnoseExec(spec.Argv[0], spec.Env); d != nil {
+				msg = d.Error() + " in the sandbox; add it with --ro-bind " + bindHint(d)
+				if !spec.AutoBind {
+					msg += ", or drop --no-auto-bind"
+				}
+			}
+		} else if errors.Is(err, fs.ErrPermission) {
+			msg += " (not executable: no execute permission, or a file system mounted noexec)"
 		}
-		fmt.Fprintf(report, "exec %d %s\n", code, strings.ReplaceAll(err.Error(), "\n", " "))
+		fmt.Fprintf(report, "exec %d %s\n", code, strings.ReplaceAll(msg, "\n", " "))
 		os.Exit(code)
 	}
 	fmt.Fprintf(report, "ok %d\n", cmd.Process.Pid)
@@ -95,6 +106,20 @@ func runInit() {
 		devnull.Close()
 	}
 	os.Exit(reap(cmd.Process.Pid, sigs))
+}
+
+// bindHint names the directory to bind for what d says is missing: the
+// installation prefix of a file in bin/, else its directory.
+func bindHint(err error) string {
+	var me *MissingError
+	if !errors.As(err, &me) || !filepath.IsAbs(me.Path) {
+		return "DIR"
+	}
+	d := filepath.Dir(me.Path)
+	if b := filepath.Base(d); (b == "bin" || b == "sbin") && strings.Count(d, "/") > 2 {
+		d = filepath.Dir(d)
+	}
+	return d
 }
 
 // reap forwards signals to the server and reaps every zombie of the PID
@@ -221,6 +246,10 @@ func plan(spec *Spec) ([]mountOp, error) {
 		if !direct[top] && !scaffolds[top] {
 			scaffolds[top] = true
 			ops = append(ops, mountOp{kind: "tmpfs", dest: "/" + top, data: "mode=0755,size=64k"})
+		}
+		if b.Overlay {
+			ops = append(ops, mountOp{kind: "overlay", source: b.Source, dest: b.Dest, data: strconv.Itoa(len(ops))})
+			continue
 		}
 		ops = append(ops, mountOp{kind: "bind", source: b.Source, dest: b.Dest, rw: !b.ReadOnly})
 	}
@@ -431,6 +460,8 @@ func apply(root string, op mountOp) error {
 			return nil
 		}
 		return linux.Mount("", t2, "", unix.MS_REC|unix.MS_PRIVATE, "")
+	case "overlay":
+		return overlay(root, op)
 	case "remount-ro":
 		return remount(filepath.Join(root, op.dest), unix.MS_RDONLY|commonFlags, false)
 	case "mask-file", "mask-dir", "ro-self":
@@ -451,6 +482,45 @@ func apply(root string, op mountOp) error {
 		}
 	}
 	return fmt.Errorf("unknown mount op %q", op.kind)
+}
+
+// overlay mounts op.source read-only as the lower layer of an overlay at
+// op.dest whose upper layer is a directory in the sandbox's /tmp (so its
+// size cap holds, and it vanishes with the sandbox). Where the kernel
+// refuses an overlay here (an unusual lower file system, a path overlayfs
+// cannot name), the source is bound read-only instead and one line says so.
+func overlay(root string, op mountOp) error {
+	base := filepath.Join(root, "tmp", ".rootfs-overlay", op.data)
+	upper, work := filepath.Join(base, "upper"), filepath.Join(base, "work")
+	ro := op
+	ro.kind = "bind"
+	if strings.ContainsAny(op.source, ",:\\") {
+		return apply(root, ro)
+	}
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("overlay %s: %w", op.dest, err)
+		}
+	}
+	if err := ensure(root, op.dest, false); err != nil {
+		return err
+	}
+	t, done, err := target(root, op.dest)
+	if err != nil {
+		return err
+	}
+	defer done()
+	data := "lowerdir=" + op.source + ",upperdir=" + upper + ",workdir=" + work
+	err = linux.Mount("overlay", t, "overlay", commonFlags, data)
+	if err != nil {
+		// In a user namespace overlayfs keeps its metadata in user.* xattrs.
+		err = linux.Mount("overlay", t, "overlay", commonFlags, data+",userxattr")
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rootfs init: cannot overlay %s (%v); it is read-only in the sandbox\n", op.source, err)
+		return apply(root, ro)
+	}
+	return nil
 }
 
 func remountFD(t string, add uintptr) error {

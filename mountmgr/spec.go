@@ -32,6 +32,10 @@ type Bind struct {
 	Source   string `json:"source"`
 	Dest     string `json:"dest"`
 	ReadOnly bool   `json:"readOnly"`
+	// Overlay makes Source the read-only lower layer of an overlay whose
+	// writable layer is private to the sandbox (in its /tmp): the server
+	// may write, nothing reaches the host. Launcher caches only.
+	Overlay bool `json:"overlay,omitempty"`
 }
 
 // ParseBind parses "SRC[:DST]" (SRC must be absolute; DST defaults to SRC).
@@ -77,8 +81,9 @@ type Spec struct {
 	// holding the placeholders from Placeholders.
 	NewRoot string `json:"newRoot"`
 	// Argv is the command; Argv[0] is the absolute host path from
-	// ResolveCommand. The executable (not its directory) is bound read-only
-	// when it lies outside the runtime directories.
+	// ResolveCommand (the executable, not its directory, is bound read-only
+	// when it lies outside the runtime directories and Binds do not hold
+	// it), or a path in the view when CommandInView.
 	Argv []string `json:"argv"`
 	// Env is the server's whole environment (see BuildEnv). Nothing of
 	// rootfs's own environment is passed.
@@ -95,6 +100,12 @@ type Spec struct {
 	EtcFiles []string `json:"etcFiles"`
 	// TmpSize is the size= of the private /tmp tmpfs; "" means "256m".
 	TmpSize string `json:"tmpSize"`
+	// AutoBind says the binds were completed by ResolveAutoBind; it only
+	// changes the hint of an exec error ("drop --no-auto-bind").
+	AutoBind bool `json:"autoBind"`
+	// CommandInView says Argv[0] is a path inside the view (a file in a
+	// root), not a host path: it is not bound, the view has it.
+	CommandInView bool `json:"commandInView"`
 }
 
 func (s *Spec) runtimeDirs() []string {
@@ -215,11 +226,21 @@ func (s *Spec) underRuntime(p string) bool {
 	return false
 }
 
+// underBinds reports whether p is at or beneath a directory or file of Binds.
+func (s *Spec) underBinds(p string) bool {
+	for _, b := range s.Binds {
+		if p == b.Dest || strings.HasPrefix(p, b.Dest+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // allBinds is Binds plus read-only binds of COMMAND's directory (and of the
 // directory of its symlink target) when outside the runtime directories.
 func (s *Spec) allBinds() []Bind {
 	binds := append([]Bind(nil), s.Binds...)
-	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
+	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) || s.CommandInView {
 		return binds
 	}
 	// Only the executable itself (and, for a symlink, the file it resolves
@@ -286,6 +307,24 @@ func BuildEnv(host func(string) string, setenv, unsetenv []string) ([]string, er
 	if host == nil {
 		host = os.Getenv
 	}
+	return BuildEnvLookup(func(k string) (string, bool) {
+		v := host(k)
+		return v, v != ""
+	}, setenv, unsetenv)
+}
+
+// BuildEnvLookup is BuildEnv with an exact lookup: a setenv entry without
+// "=" (docker's "-e NAME") takes NAME's value from lookup, and NAME unset
+// there is an error (a server started without the secret it was promised
+// fails later, far from the cause). nil means os.LookupEnv.
+func BuildEnvLookup(lookup func(string) (string, bool), setenv, unsetenv []string) ([]string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	host := func(k string) string {
+		v, _ := lookup(k)
+		return v
+	}
 	env := map[string]string{"PATH": DefaultPath, "HOME": "/tmp", "LANG": "C.UTF-8"}
 	order := []string{"PATH", "HOME", "LANG"}
 	for _, k := range []string{"LANG", "LC_ALL", "TZ"} {
@@ -298,7 +337,15 @@ func BuildEnv(host func(string) string, setenv, unsetenv []string) ([]string, er
 	}
 	for _, kv := range setenv {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(k, "\x00") || strings.ContainsRune(v, 0) {
+		if !ok {
+			if !validEnvName(k) {
+				return nil, fmt.Errorf("%w: --setenv %q must be K=V or a variable name", ErrBadSpec, kv)
+			}
+			if v, ok = lookup(k); !ok {
+				return nil, fmt.Errorf("%w: --setenv %s: %s is not set in rootfs's environment; set it in the client's env block, or pass --setenv %s=VALUE", ErrBadSpec, k, k, k)
+			}
+		}
+		if k == "" || strings.ContainsAny(k, "\x00") || strings.ContainsRune(v, 0) {
 			return nil, fmt.Errorf("%w: --setenv %q must be K=V", ErrBadSpec, kv)
 		}
 		if _, ok := env[k]; !ok {
@@ -322,6 +369,18 @@ func BuildEnv(host func(string) string, setenv, unsetenv []string) ([]string, er
 	return out, nil
 }
 
+func validEnvName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, c := range k {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // ResolveCommand finds name on the host: a name with a slash is made
 // absolute, otherwise it is searched in path (the host's PATH). The error
 // wraps ErrCommandNotFound (exit 127) or ErrCommandNotExecutable (126).
@@ -333,6 +392,12 @@ func ResolveCommand(name, path string) (string, error) {
 		fi, err := os.Stat(p)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
+				if _, lerr := os.Lstat(p); lerr == nil {
+					// A dangling symlink: name the target that is missing.
+					if _, cerr := chain(p, p); cerr != nil {
+						return cerr
+					}
+				}
 				return fmt.Errorf("%w: %s", ErrCommandNotFound, p)
 			}
 			return fmt.Errorf("%w: %v", ErrCommandNotExecutable, err)

@@ -47,6 +47,9 @@ func TestBuildEnv(t *testing.T) {
 		{"set and unset", []string{"FOO=a=b", "PATH=/x"}, []string{"LANG"}, []string{"PATH=/x", "HOME=/tmp", "FOO=a=b"}, nil},
 		{"bad set", []string{"NOEQUALS"}, nil, nil, ErrBadSpec},
 		{"bad unset", nil, []string{"A=B"}, nil, ErrBadSpec},
+		{"name from host", []string{"AWS_SECRET_ACCESS_KEY"}, nil, []string{"PATH=" + DefaultPath, "HOME=/tmp", "LANG=de_DE.UTF-8", "AWS_SECRET_ACCESS_KEY=T4"}, nil},
+		{"name unset on host", []string{"GITHUB_TOKEN"}, nil, nil, ErrBadSpec},
+		{"bad name", []string{"1X"}, nil, nil, ErrBadSpec},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

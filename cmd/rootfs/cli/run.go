@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,12 +23,14 @@ import (
 
 // RunOptions are the flags of "rootfs run" beyond the roots.
 type RunOptions struct {
-	Allow     []string
-	ROBinds   []string
-	Binds     []string
-	SetEnv    []string
-	UnsetEnv  []string
-	NoNetwork bool
+	Allow       []string
+	ROBinds     []string
+	Binds       []string
+	SetEnv      []string
+	UnsetEnv    []string
+	NoNetwork   bool
+	NoAutoBind  bool
+	GitIdentity bool
 	ViewFlags
 	TmpSize string
 	Grace   time.Duration
@@ -37,9 +42,11 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.Allow, "allow", nil, "admit only client roots at or beneath `DIR` (repeatable; default: no restriction), e.g. --allow ~/src")
 	f.StringArrayVar(&o.ROBinds, "ro-bind", nil, "also show host `SRC[:DST]` read-only in the sandbox (repeatable), e.g. --ro-bind ~/.npm")
 	f.StringArrayVar(&o.Binds, "bind", nil, "also show host `SRC[:DST]` read-write in the sandbox (repeatable), e.g. --bind ~/.cache/uv")
-	f.StringArrayVar(&o.SetEnv, "setenv", nil, "set `K=V` in the server's environment (repeatable); it starts from PATH, HOME=/tmp, LANG, TZ")
+	f.StringArrayVar(&o.SetEnv, "setenv", nil, "set `K=V` in the server's environment, or pass NAME's value from rootfs's own environment with --setenv NAME (an unset NAME is an error); repeatable; it starts from PATH, HOME=/tmp, LANG, TZ")
 	f.StringArrayVar(&o.UnsetEnv, "unsetenv", nil, "remove `K` from the server's environment (repeatable)")
 	f.BoolVar(&o.NoNetwork, "no-network", false, "give the server a network namespace with only loopback")
+	f.BoolVar(&o.NoAutoBind, "no-auto-bind", false, "do not bind what COMMAND needs (its symlinks, #! interpreters, ELF loader and libraries, install prefix, launcher cache); only the executable file is shown")
+	f.BoolVar(&o.GitIdentity, "git-identity", false, "pass git's user.name and user.email (GIT_AUTHOR_*, GIT_COMMITTER_*) and safe.directory=* (GIT_CONFIG_*) to the server, without showing ~/.gitconfig")
 	o.ViewFlags.AddFlags(f)
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
 	f.BoolVar(&o.Strict, "strict", false, "serve every file operation through the daemon (open files of a removed root fail with EIO at once) instead of letting the kernel serve what is below each root through a bind mount")
@@ -96,7 +103,7 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	if _, err := rf.roots.StaticRoots(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	if _, err := rf.spec(); err != nil { // resolves COMMAND: 127/126 before any namespace
+	if err := rf.precheck(); err != nil { // 127/126 and bad --setenv before any namespace
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -123,22 +130,29 @@ func commandError(err error) error {
 	return err
 }
 
-// spec builds the sandbox spec from the flags (NewRoot is filled in later).
-func (rf *runFlags) spec() (*mountmgr.Spec, error) {
-	path, err := mountmgr.ResolveCommand(rf.argv[0], os.Getenv("PATH"))
-	if err != nil {
-		return nil, commandError(err)
+// precheck refuses, in P0, what P1 would refuse anyway: a bad --setenv
+// or bind, and a COMMAND that is not on the host (unless it may be a path
+// inside the view, which only P1 can tell once the static roots are known).
+func (rf *runFlags) precheck() error {
+	if _, err := mountmgr.BuildEnvLookup(os.LookupEnv, rf.run.SetEnv, rf.run.UnsetEnv); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	env, err := mountmgr.BuildEnv(os.Getenv, rf.run.SetEnv, rf.run.UnsetEnv)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	if _, err := rf.binds(); err != nil {
+		return err
 	}
-	spec := &mountmgr.Spec{
-		Argv:      append([]string{path}, rf.argv[1:]...),
-		Env:       env,
-		NoNetwork: rf.run.NoNetwork,
-		TmpSize:   rf.run.TmpSize,
+	name := rf.argv[0]
+	if _, err := mountmgr.ResolveCommand(name, os.Getenv("PATH")); err != nil {
+		inView := errors.Is(err, mountmgr.ErrCommandNotFound) && filepath.IsAbs(name) &&
+			(len(rf.roots.Roots) > 0 || rf.roots.RootsFile != "")
+		if !inView {
+			return commandError(err)
+		}
 	}
+	return nil
+}
+
+func (rf *runFlags) binds() ([]mountmgr.Bind, error) {
+	var out []mountmgr.Bind
 	for _, list := range []struct {
 		specs []string
 		ro    bool
@@ -148,10 +162,179 @@ func (rf *runFlags) spec() (*mountmgr.Spec, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrUsage, err)
 			}
-			spec.Binds = append(spec.Binds, b)
+			out = append(out, b)
 		}
 	}
-	return spec, nil
+	return out, nil
+}
+
+// spec builds the sandbox spec from the flags (NewRoot is filled in later):
+// COMMAND resolved on the host or in the view of the static roots, then
+// (unless --no-auto-bind) what it needs to start, then the environment.
+func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *viewPath, error) {
+	env, err := mountmgr.BuildEnvLookup(os.LookupEnv, rf.run.SetEnv, rf.run.UnsetEnv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	binds, err := rf.binds()
+	if err != nil {
+		return nil, nil, err
+	}
+	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, TmpSize: rf.run.TmpSize}
+	hostExe, inView, writable, err := rf.resolveCommand(spec, static)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rf.roots.ReadOnly {
+		writable = nil
+	}
+	argv0 := hostExe
+	if inView != nil {
+		argv0 = inView.path
+	}
+	spec.Argv = append([]string{argv0}, rf.argv[1:]...)
+	spec.CommandInView = inView != nil
+	var pre []string // environment entries that --setenv may override
+	if !rf.run.NoAutoBind {
+		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable})
+		if err != nil {
+			return nil, nil, commandError(err)
+		}
+		spec.Binds = append(spec.Binds, ab.Binds...)
+		spec.AutoBind = true
+		pre = append(pre, ab.Env...)
+		if len(ab.Binds) > 0 || len(ab.Refused) > 0 {
+			log.Info("auto-bind: added read-only what the command needs", zap.Strings("added", ab.Paths()), zap.Strings("left_out", ab.Refused))
+		}
+	}
+	if rf.run.GitIdentity {
+		gi, err := gitIdentity()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: --git-identity: %v", ErrUsage, err)
+		}
+		pre = append(pre, gi...)
+	}
+	if len(pre) > 0 {
+		if spec.Env, err = mountmgr.BuildEnvLookup(os.LookupEnv, append(pre, rf.run.SetEnv...), rf.run.UnsetEnv); err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+	}
+	return spec, inView, nil
+}
+
+// viewPath is a COMMAND that runs from the view: its path there, the entry
+// it is in, and that entry's host path when the command was resolved.
+type viewPath struct {
+	path, entry, host string
+}
+
+// resolveCommand finds COMMAND: on the host's PATH, or by its path, which
+// may be inside the view ("/<entry>/bin/server", or a host path inside a
+// static root, which then runs from the view). It returns the host path
+// (to read its #! and ELF headers), for a command in the view, where, and
+// the host directories the server will be able to write from the start (the
+// static roots, or the working directory that stands in for them).
+func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (string, *viewPath, []string, error) {
+	name := rf.argv[0]
+	hostExe, hostErr := mountmgr.ResolveCommand(name, os.Getenv("PATH"))
+	if len(static) == 0 {
+		var writable []string
+		if cwd, err := os.Getwd(); err == nil {
+			if r, err := filepath.EvalSymlinks(cwd); err == nil {
+				writable = []string{r}
+			}
+		}
+		return hostExe, nil, writable, commandError(hostErr)
+	}
+	// The table the view will start with, named as it will be (the
+	// placeholders known so far are reserved; runDaemon checks the name
+	// again once the auto-binds have added theirs).
+	t := vfs.BuildTable(static, vfs.TableOptions{Allow: rf.run.Allow, Reserved: mountmgr.ReservedNames(spec)})
+	defer t.Close()
+	var writable []string
+	for _, e := range t.Entries() {
+		writable = append(writable, e.HostPath)
+	}
+	if hostErr == nil {
+		real := hostExe
+		if d, err := filepath.EvalSymlinks(filepath.Dir(hostExe)); err == nil {
+			real = filepath.Join(d, filepath.Base(hostExe))
+		}
+		for _, e := range t.Entries() {
+			if real == e.HostPath || e.IsDir && strings.HasPrefix(real, e.HostPath+"/") {
+				vp := "/" + e.Name + strings.TrimPrefix(real, e.HostPath)
+				return hostExe, &viewPath{path: vp, entry: e.Name, host: e.HostPath}, writable, nil
+			}
+		}
+		return hostExe, nil, writable, nil
+	}
+	if !errors.Is(hostErr, mountmgr.ErrCommandNotFound) || !filepath.IsAbs(name) {
+		return "", nil, nil, commandError(hostErr)
+	}
+	clean := filepath.Clean(name)
+	first, rest, _ := strings.Cut(strings.TrimPrefix(clean, "/"), "/")
+	e := t.Lookup(first)
+	if e == nil || (rest != "" && !e.IsDir) {
+		return "", nil, nil, commandError(hostErr)
+	}
+	host := filepath.Join(e.HostPath, rest)
+	if _, err := mountmgr.ResolveCommand(host, ""); err != nil {
+		return "", nil, nil, commandError(fmt.Errorf("%w (in the view: %s)", err, clean))
+	}
+	return host, &viewPath{path: clean, entry: e.Name, host: e.HostPath}, writable, nil
+}
+
+// gitIdentity reads user.name and user.email from the user's git
+// configuration and returns them as the environment git reads, plus
+// safe.directory=*: inside the sandbox the only repositories are the
+// roots, which change while the server runs, and git refuses a repository
+// owned by another user (root serving a user's checkout) without it.
+func gitIdentity() ([]string, error) {
+	get := func(key string) (string, error) {
+		out, err := exec.Command("git", "config", "--get", key).Output()
+		v := strings.TrimSpace(string(out))
+		if err != nil || v == "" {
+			return "", fmt.Errorf("git config %s is not set (git config --global %s VALUE)", key, key)
+		}
+		return v, nil
+	}
+	name, err := get("user.name")
+	if err != nil {
+		return nil, err
+	}
+	email, err := get("user.email")
+	if err != nil {
+		return nil, err
+	}
+	return []string{
+		"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
+		"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*",
+	}, nil
+}
+
+// fallbackRoots is the root used when no static root is given and the
+// client declares none: the directory rootfs was started in (Codex and
+// opencode start servers in the project), but never / or the home
+// directory, which would hand the server everything.
+func fallbackRoots(log *zap.Logger) []vfs.Root {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil
+	}
+	home, _ := os.UserHomeDir()
+	if r, err := filepath.EvalSymlinks(home); err == nil {
+		home = r
+	}
+	if r, err := filepath.EvalSymlinks(cwd); err == nil {
+		cwd = r
+	}
+	if cwd == "/" || cwd == home {
+		log.Warn("no --root, and started in " + cwd + ": a client that declares no roots gets an empty view; pass --root DIR")
+		return nil
+	}
+	log.Info("no --root: the working directory is the root if the client declares none", zap.String("dir", cwd))
+	return []vfs.Root{{URI: cwd}}
 }
 
 // runDaemon is P1: it owns the view, the bridge and the sandbox.
@@ -167,9 +350,13 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
-	spec, err := rf.spec()
+	spec, inView, err := rf.spec(static, log)
 	if err != nil {
 		return err
+	}
+	bridgeStatic := static
+	if len(static) == 0 {
+		bridgeStatic = fallbackRoots(log)
 	}
 	var places []vfs.Placeholder
 	for _, p := range mountmgr.Placeholders(spec) {
@@ -204,6 +391,11 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	defer cleanup()
 	first := vfs.BuildTable(static, topts)
 	logSkipped(log, first)
+	if inView != nil {
+		if e := first.Lookup(inView.entry); e == nil || e.HostPath != inView.host {
+			return fmt.Errorf("%w: COMMAND's root %s is not /%s in the view (a bind took the name); give COMMAND by its host path", ErrUsage, inView.host, inView.entry)
+		}
+	}
 	if err := view.Swap(first); err != nil {
 		return err
 	}
@@ -243,7 +435,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Build, bopts.Static, bopts.Logger = bridgeView{view, m, binds}, build, static, log
+	bopts.View, bopts.Build, bopts.Static, bopts.Logger = bridgeView{view, m, binds}, build, bridgeStatic, log
 	br, err := mcpbridge.New(bopts)
 	if err != nil {
 		srv.Stdin.Close()

@@ -13,12 +13,29 @@ a private /tmp. COMMAND runs with no capabilities, no_new_privs and a seccomp
 filter. When the client's roots change, the view changes in one step while
 COMMAND keeps running, and COMMAND's own roots/list is answered with URIs
 inside the view (file:///<entry>). Static roots (--root, --roots-file) are in
-the view before COMMAND starts; client roots arrive after initialize.
+the view before COMMAND starts; client roots arrive after initialize. With
+no --root and a client that declares no roots, the root is the directory
+rootfs was started in (never / or the home directory).
+
+What COMMAND needs to start is bound read-only at the same path (unless
+--no-auto-bind): the executable through PATH and every symlink, its #!
+interpreter (recursively, "env NAME" through the server's PATH), an ELF
+file's loader and RPATH/RUNPATH libraries, the installation prefix of each
+(a bin/ directory's parent, a venv's pyvenv.cfg home), and a launcher's
+cache (npx, uvx, pipx) as a read-only layer whose writes stay in the
+sandbox. Never the home directory, / or a directory holding credentials
+(then only the files), nor anything named through a file the server can
+write (a read-write root's symlinks, #! lines, pyvenv.cfg). An exec error names what is missing (interpreter,
+symlink target, loader) and the flag that fixes it. A COMMAND path inside a
+static root ("/app/bin/server") runs from the view.
 
 Examples:
   rootfs run -- npx -y @modelcontextprotocol/server-filesystem
+  rootfs run --git-identity -- ~/.venvs/git/bin/mcp-server-git
+  rootfs run --root ~/src/app -- /app/bin/server
+  rootfs run --setenv GITHUB_PERSONAL_ACCESS_TOKEN -- npx -y @modelcontextprotocol/server-github
   rootfs run --root ~/src/app --read-only -- /usr/bin/node server.js /app
-  rootfs run --allow ~/src --ro-bind ~/.npm -- node ./dist/index.js
+  rootfs run --allow ~/src --ro-bind ~/src/tool -- node ./dist/index.js
 
 Exit status:
   the server's own status; 125 when rootfs itself fails (one line on stderr

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkNpxStartup measures "npx -y PKG" from start to the answer to
+// initialize, natively and under "rootfs run" (no bind flag), with the npm
+// cache cold (a fresh, empty cache: npx downloads the package) and warm
+// (the package in ~/.npm/_npx). The package comes from a registry served by
+// the test on localhost (npxPkg), or, with ROOTFS_BENCH_NPX_PKG set (e.g.
+// @modelcontextprotocol/server-everything@2026.8.31), from the npm
+// registry itself; ROOTFS_RUN_ARGS adds flags to "rootfs run". Run with, e.g.:
+//
+//	go test ./e2e -run '^$' -bench NpxStartup -benchtime 5x
+func BenchmarkNpxStartup(b *testing.B) {
+	if _, err := exec.LookPath("npx"); err != nil {
+		b.Skip("needs npx")
+	}
+	rootfs := benchRootfs(b)
+	pkg, args, registry := npxPkg, []string(nil), ""
+	if p := os.Getenv("ROOTFS_BENCH_NPX_PKG"); p != "" {
+		pkg, args = p, []string{"stdio"}
+	} else {
+		srv := benchRegistry(b)
+		registry = srv + "/"
+	}
+	extra := []string{}
+	if registry != "" {
+		extra = append(extra, "npm_config_registry="+registry)
+	}
+	npx := append([]string{"npx", "-y", pkg}, args...)
+	runFlags := []string{"--setenv", "npm_config_registry"}
+	if registry == "" {
+		runFlags = nil
+	}
+	runFlags = append(runFlags, strings.Fields(os.Getenv("ROOTFS_RUN_ARGS"))...) // to try a flag
+	warmHome := filepath.Join(b.TempDir(), "home")
+	mustTB(b, os.MkdirAll(warmHome, 0o755))
+	if _, err := startToInitialize(npx, launchEnv(warmHome, extra...)); err != nil { // warms ~/.npm
+		b.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		argv []string
+		cold bool
+	}{
+		{"native/cold", npx, true},
+		{"native/warm", npx, false},
+		{"rootfs/cold", append(append(append([]string{rootfs, "run"}, runFlags...), "--"), npx...), true},
+		{"rootfs/warm", append(append(append([]string{rootfs, "run"}, runFlags...), "--"), npx...), false},
+		{"rootfs/warm-no-network", append(append(append([]string{rootfs, "run", "--no-network"}, runFlags...), "--"), npx...), false},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				home := warmHome
+				if c.cold {
+					b.StopTimer()
+					home = filepath.Join(b.TempDir(), "home")
+					mustTB(b, os.MkdirAll(home, 0o755))
+					b.StartTimer()
+				}
+				d, err := startToInitialize(c.argv, launchEnv(home, extra...))
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += d
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/initialize")
+		})
+	}
+}
+
+// startToInitialize starts argv, sends initialize and returns the time to
+// its answer; it then closes stdin and waits for the exit (not timed).
+//
+// It runs in an empty directory: npx prefers a package installed in the
+// working directory's node_modules (e2e/node_modules holds the reference
+// servers), which would measure no launcher at all.
+func startToInitialize(argv, env []string) (time.Duration, error) {
+	dir, err := os.MkdirTemp("", "rootfs-bench-cwd-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	stderr := newTail(16 << 10)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`+"\n")
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var d time.Duration
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"id":1`) && strings.Contains(sc.Text(), `"result"`) {
+			d = time.Since(start)
+			break
+		}
+	}
+	stdin.Close()
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	if d == 0 {
+		return 0, &benchError{argv: argv, stderr: stderr.String()}
+	}
+	if os.Getenv("ROOTFS_BENCH_STDERR") != "" {
+		os.Stderr.WriteString(stderr.String())
+	}
+	return d, nil
+}
+
+type benchError struct {
+	argv   []string
+	stderr string
+}
+
+func (e *benchError) Error() string {
+	return "no answer to initialize from " + strings.Join(e.argv, " ") + "\nstderr:\n" + e.stderr
+}
+
+// benchRootfs builds rootfs for a benchmark (buildRootfs wants a *testing.T).
+func benchRootfs(b *testing.B) string {
+	b.Helper()
+	if bin := os.Getenv("ROOTFS_E2E_BIN"); bin != "" {
+		p, _ := filepath.Abs(bin)
+		return p
+	}
+	bin := filepath.Join(b.TempDir(), "rootfs")
+	if out, err := goCmd("build", "-o", bin, "./cmd/rootfs").CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		b.Skip("needs /dev/fuse")
+	}
+	return bin
+}
+
+// benchRegistry serves npxPkg on localhost for the benchmark's lifetime.
+func benchRegistry(b *testing.B) string { return npmRegistry(b).URL }
