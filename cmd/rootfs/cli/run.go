@@ -410,9 +410,13 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		// slave of this one, so the binds laid later reach it.
 		binds, err = mountmgr.NewRootBinds(m, view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log})
 		if err != nil {
-			return err
+			// A host that refuses the mount calls (a container's seccomp
+			// profile, say): the daemon serves everything, as --strict.
+			log.Info("roots cannot be served through bind mounts here; every file operation goes through the daemon, as with --strict", zap.Error(err))
+			binds = nil
+		} else {
+			defer binds.Close() // before the unmount
 		}
-		defer binds.Close() // before the unmount
 	}
 
 	build := func(roots []vfs.Root) *vfs.Table { return vfs.BuildTable(roots, topts) }
