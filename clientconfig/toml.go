@@ -20,15 +20,14 @@ func rangeSpan(r unstable.Range) span {
 
 // tomlServer is what the parser located for one [mcp_servers.NAME].
 type tomlServer struct {
-	name     string
-	cmd      *tomlValue
-	cmdKV    span
-	inline   bool // command is a key of an inline table
-	args     []tomlValue
-	argsKV   span
-	hasArgs  bool
-	argsBad  bool
-	cmdIsStr bool
+	name    string
+	cmd     *tomlValue
+	cmdKV   span
+	inline  bool // command is a key of an inline table
+	args    []tomlValue
+	argsKV  span
+	hasArgs bool
+	argsBad bool
 }
 
 type tomlValue struct {

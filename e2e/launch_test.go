@@ -655,14 +655,15 @@ func TestLaunchWorkingDirectoryIsTheFallbackRoot(t *testing.T) {
 	expect(t, kindWorks, "a client without roots and no --root: the working directory is the root", r.Satisfied, "%s\nstderr:\n%s", r, tr.stderr)
 	expect(t, kindWorks, "the log says which root it chose", strings.Contains(tr.stderr, "the working directory is the root") && strings.Contains(tr.stderr, proj), "stderr:\n%s", tr.stderr)
 
-	// Started in the home directory itself: no root, and one line naming --root.
+	// Started in the home directory itself: no root; once the client turns out to declare
+	// none, rootfs refuses in one line naming --root (and the server is stopped).
 	tr = runTS(t, wrap(rootfs, nil, naive), scenario{Env: env, Cwd: home, Capabilities: noRoots, Steps: []step{
 		call("notes", "read_file", map[string]any{"path": "/" + filepath.Base(home) + "/notes.txt"}),
 		call("list", "list_dir", map[string]any{"path": "/"}),
 	}})
 	n := tr.step(t, "notes")
 	expect(t, kindContain, "started in the home directory, the home directory is not made a root", !n.succeeded() && !strings.Contains(n.Text, "private notes"), "%s", n)
-	expect(t, kindWorks, "and rootfs says so naming --root", strings.Contains(tr.stderr, "pass --root"), "stderr:\n%s", tr.stderr)
+	expect(t, kindWorks, "and rootfs refuses in one line naming --root", strings.Contains(tr.stderr, "rootfs run: ") && strings.Contains(tr.stderr, "which it will not serve whole; give --root DIR"), "stderr:\n%s", tr.stderr)
 
 	// Control: given as --root, the same file is read (so the case can fail).
 	tr = runTS(t, wrap(rootfs, []string{"--root", home}, naive), scenario{Env: env, Cwd: home, Capabilities: noRoots, Steps: []step{

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
 )
 
@@ -70,7 +69,7 @@ func BenchmarkForward(b *testing.B) {
 		go echoServer(sinR, soutW)
 		br, err := New(Options{
 			ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR,
-			View: newTestView(nil), Build: func([]vfs.Root) *vfs.Table { return vfs.EmptyTable() },
+			View:   newEmptyTestView(),
 			Logger: zap.NewNop(),
 		})
 		if err != nil {
@@ -96,7 +95,7 @@ func BenchmarkRoute(b *testing.B) {
 	br, err := New(Options{
 		ClientIn: strings.NewReader(""), ClientOut: io.Discard,
 		ServerIn: nopWC{io.Discard}, ServerOut: strings.NewReader(""),
-		View: newTestView(nil), Build: func([]vfs.Root) *vfs.Table { return vfs.EmptyTable() },
+		View:         newEmptyTestView(),
 		RootsTimeout: time.Hour, Logger: zap.NewNop(),
 	})
 	if err != nil {

@@ -6,7 +6,7 @@
 //	       ◀─────────── toClient ◀──forward (bytes)── serverLoop ◀─────────── (stdio)
 //	           ClientOut     │  ▲                          │         ServerOut
 //	                         │  └── roots/list answers ◀───┘ (server's roots/list, from View.Table())
-//	                         └──▶ Build(roots) ──▶ View.Swap ──▶ list_changed to the server
+//	                         └──▶ View.Install(roots) ──▶ list_changed to the server
 //
 // The client loop owns initialize (edited), notifications/initialized,
 // notifications/roots/list_changed, server/discover and the client's replies to rootfs's own
@@ -32,7 +32,7 @@
 // The client's initialize is forwarded with capabilities.roots set to {"listChanged":true}
 // (edited in place; every other byte kept): the server always gets roots from rootfs. After the
 // client's notifications/initialized, if the client declared roots, rootfs asks it for
-// roots/list, builds a table with Build and swaps it into the View. A -32601 answer, or no roots
+// roots/list and installs them with View.Install. A -32601 answer, or no roots
 // capability, uses Static instead. A client that does not answer within RootsTimeout leaves the
 // view as it was (fail closed). On notifications/roots/list_changed rootfs fetches again (at most
 // one fetch in flight and one queued), swaps, then tells the server with its own
@@ -128,29 +128,36 @@ import (
 	"go.uber.org/zap"
 )
 
-// View is the view the bridge keeps up to date. vfs.View implements it.
+// View is the view the bridge keeps up to date: its current table, and the one call that installs
+// roots under the view's own rules. vfs.View implements it.
 type View interface {
 	// Table returns the current table (immutable, never nil).
 	Table() *vfs.Table
-	// Swap replaces the table and takes ownership of it. It is called from the bridge's
-	// reader goroutine, never from a FUSE handler.
-	Swap(*vfs.Table) error
+	// Install builds a table from roots under the view's rules and swaps it in (see
+	// vfs.View.Install). On error the view keeps what it served, except when only the kernel's
+	// invalidation failed. The table is returned either way, for its Skipped roots. It is called
+	// from the bridge's reader goroutine, never from a FUSE handler.
+	Install([]vfs.Root) (*vfs.Table, error)
 }
 
-// Options configures a Bridge. ClientIn, ClientOut, ServerIn, ServerOut, View and Build are required.
+// Options configures a Bridge. ClientIn, ClientOut, ServerIn, ServerOut and View are required.
 type Options struct {
 	ClientIn  io.Reader      // the client's messages (rootfs's stdin)
 	ClientOut io.Writer      // to the client (rootfs's stdout: nothing else may write to it)
 	ServerIn  io.WriteCloser // the server's stdin; closed by Run before it returns
 	ServerOut io.Reader      // the server's stdout
 
+	// View receives the roots; every root it leaves out is logged with its reason.
 	View View
-	// Build turns roots into a table (the caller closes over vfs.TableOptions). Every root it
-	// skips is logged with its reason.
-	Build func([]vfs.Root) *vfs.Table
 	// Static are the roots used when the client has no roots capability or answers roots/list
 	// with -32601 (from --root / --roots-file). Empty: the view stays empty and rootfs warns.
 	Static []vfs.Root
+	// NoRoots, when not nil, is how Run ends if the client turns out to declare no roots (no
+	// roots capability, or -32601 to roots/list) and Static is empty: the caller had nothing to
+	// fall back to and refuses rather than serve an empty view. Run returns it unwrapped, after
+	// the usual client-side shutdown (the server's stdin is closed). Nil: the view stays empty
+	// and rootfs warns once.
+	NoRoots error
 
 	// RootsTimeout bounds the wait for the client's roots/list answer and the server's wait for
 	// the first roots. Zero means 10s.
@@ -237,8 +244,8 @@ func New(opts Options) (*Bridge, error) {
 		return nil, errors.New("mcpbridge: ClientIn and ClientOut are required")
 	case opts.ServerIn == nil || opts.ServerOut == nil:
 		return nil, errors.New("mcpbridge: ServerIn and ServerOut are required")
-	case opts.View == nil || opts.Build == nil:
-		return nil, errors.New("mcpbridge: View and Build are required")
+	case opts.View == nil:
+		return nil, errors.New("mcpbridge: View is required")
 	}
 	if opts.RootsTimeout <= 0 {
 		opts.RootsTimeout = defaultRootsTimeout
@@ -299,7 +306,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer func() {
 		// Queues are stopped by now, so a handler blocked on one has returned or will.
 		b.hmu.Lock()
-		b.hmu.Unlock() //nolint:staticcheck // a barrier: wait for handlers in progress
+		//lint:ignore SA2001 a barrier: wait for the handlers in progress
+		b.hmu.Unlock()
 	}()
 	if cause.client {
 		// Deliver what the server should still see (a last notification), then close its
@@ -312,7 +320,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.toClient.stopNow()
 		b.log.Debug("client side ended", zap.Error(cause.err), zap.Duration("shutdown", time.Since(start)),
 			zap.NamedError("close_server_stdin", cerr))
-		if errors.Is(cause.err, context.Canceled) || errors.Is(cause.err, context.DeadlineExceeded) {
+		if errors.Is(cause.err, context.Canceled) || errors.Is(cause.err, context.DeadlineExceeded) ||
+			b.opts.NoRoots != nil && errors.Is(cause.err, b.opts.NoRoots) {
 			return cause.err
 		}
 		return fmt.Errorf("%w: %v", ErrClientClosed, cause.err)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
 )
 
@@ -41,7 +40,7 @@ func floodChild() int {
 	b, err := New(Options{
 		ClientIn: os.Stdin, ClientOut: os.Stdout,
 		ServerIn: os.NewFile(3, "server-stdin"), ServerOut: os.NewFile(4, "server-stdout"),
-		View: newTestView(nil), Build: func([]vfs.Root) *vfs.Table { return vfs.EmptyTable() },
+		View:         newEmptyTestView(),
 		RootsTimeout: time.Hour,
 		Logger:       zap.Must(zap.NewProduction()),
 	})

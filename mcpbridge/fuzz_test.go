@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
 )
 
@@ -33,8 +32,7 @@ func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 	b, err := New(Options{
 		ClientIn: strings.NewReader(""), ClientOut: toClient,
 		ServerIn: toServer, ServerOut: strings.NewReader(""),
-		View:         newTestView(nil),
-		Build:        func([]vfs.Root) *vfs.Table { return vfs.EmptyTable() }, // no I/O on fuzzed URIs
+		View:         newEmptyTestView(), // no I/O on fuzzed URIs
 		RootsTimeout: time.Hour,
 		Logger:       zap.NewNop(),
 	})

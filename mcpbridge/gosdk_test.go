@@ -1,5 +1,7 @@
 package mcpbridge
 
+//lint:file-ignore SA1019 go-sdk deprecates roots (SEP-2577), but rootfs exists to enforce them and every real client still sends them until at least 2027-07-28
+
 import (
 	"context"
 	"errors"
@@ -152,7 +154,7 @@ func TestGoSDKClientCloseEndsBridge(t *testing.T) {
 	p := startGoPair(t, nil, nil, nil, &mcp.Root{URI: "file://" + dirs[0]})
 	start := time.Now()
 	p.cs.Close()
-	err, _ := p.h.wait()
+	err := p.h.wait()
 	if !errors.Is(err, ErrClientClosed) {
 		t.Fatalf("Run: %v", err)
 	}
@@ -204,7 +206,7 @@ func TestGoSDKServerExitFailsPendingCall(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("pending call never answered")
 	}
-	if err, _ := h.wait(); !errors.Is(err, ErrServerClosed) {
+	if err := h.wait(); !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Run: %v", err)
 	}
 	t.Logf("server exit: Run returned after %v", h.ended.Sub(start))

@@ -20,9 +20,18 @@ import (
 )
 
 // testView is a View holding its table in an atomic pointer, as vfs.View does, minus FUSE.
+// Install builds with build (vfs.BuildTable with no rules) unless noIO is set.
 type testView struct {
 	cur   atomic.Pointer[vfs.Table]
 	swaps atomic.Int32
+	noIO  bool // Install builds an empty table: no I/O on fuzzed URIs
+}
+
+// newEmptyTestView is a testView whose Install always installs an empty table.
+func newEmptyTestView() *testView {
+	v := newTestView(nil)
+	v.noIO = true
+	return v
 }
 
 func newTestView(initial *vfs.Table) *testView {
@@ -36,10 +45,14 @@ func newTestView(initial *vfs.Table) *testView {
 
 func (v *testView) Table() *vfs.Table { return v.cur.Load() }
 
-func (v *testView) Swap(t *vfs.Table) error {
+func (v *testView) Install(r []vfs.Root) (*vfs.Table, error) {
+	t := vfs.EmptyTable()
+	if !v.noIO {
+		t = build(r)
+	}
 	old := v.cur.Swap(t)
 	v.swaps.Add(1)
-	return old.Close()
+	return t, old.Close()
 }
 
 func build(r []vfs.Root) *vfs.Table { return vfs.BuildTable(r, vfs.TableOptions{}) }
@@ -92,7 +105,7 @@ func newHarness(t *testing.T, mod func(*Options)) *harness {
 	h.cliW, h.cliR, h.srvR, h.srvW = cinW, coutR, sinR, soutW
 	opts := Options{
 		ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR,
-		View: h.view, Build: build, Logger: log,
+		View: h.view, Logger: log,
 	}
 	if mod != nil {
 		mod(&opts)
@@ -249,16 +262,16 @@ func (h *harness) sync(id string) (skipped []string) {
 	}
 }
 
-func (h *harness) wait() (error, time.Duration) {
+func (h *harness) wait() error {
 	h.t.Helper()
 	select {
 	case err := <-h.done:
 		h.done <- err // for Cleanup
-		return err, 0
+		return err
 	case <-time.After(hang):
 		h.t.Fatal("Run did not return")
 	}
-	return nil, 0
+	return nil
 }
 
 func entryNames(t *vfs.Table) []string {

@@ -204,6 +204,32 @@ func TestNoCapabilityNoStaticIsEmptyAndWarnsOnce(t *testing.T) {
 	}
 }
 
+// TestNoRootsRefuses: with Options.NoRoots set, a client that declares no roots ends Run with
+// that error instead of leaving the server an empty view; the control (NoRoots nil) is
+// TestNoCapabilityNoStaticIsEmptyAndWarnsOnce above, where the bridge keeps serving.
+func TestNoRootsRefuses(t *testing.T) {
+	errNoRoots := errors.New("no roots: pass --root DIR")
+	for _, tc := range []struct{ name, caps, reply string }{
+		{"no capability", `{}`, ""},
+		{"method not found", `{"roots":{}}`, `{"jsonrpc":"2.0","id":"%s","error":{"code":-32601,"message":"no"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(o *Options) { o.NoRoots = errNoRoots })
+			h.startRaw(true, true)
+			id := h.handshake(tc.caps)
+			if tc.reply != "" {
+				h.clientSend(fmt.Sprintf(tc.reply, id))
+			}
+			if err := h.wait(); !errors.Is(err, errNoRoots) {
+				t.Fatalf("Run returned %v, want %v", err, errNoRoots)
+			}
+			if h.logs.FilterMessageSnippet("no roots from anywhere").Len() != 1 {
+				t.Error("refusal not logged")
+			}
+		})
+	}
+}
+
 func TestRootsTimeoutFailsClosed(t *testing.T) {
 	dirs := mkdirs(t, "before", "late")
 	prev := build([]vfs.Root{{URI: dirs[0]}})
@@ -425,7 +451,7 @@ func TestProbeThenEOF(t *testing.T) {
 	start := time.Now()
 	h.cliW.Close()
 	expect(t, h.clientRecv(), `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"method not found: server/discover (rootfs speaks the initialize handshake)"}}`)
-	err, _ := h.wait()
+	err := h.wait()
 	if !errors.Is(err, ErrClientClosed) {
 		t.Fatalf("Run: %v, want ErrClientClosed", err)
 	}
@@ -448,7 +474,7 @@ func TestClientEOFClosesServerStdin(t *testing.T) {
 		t.Error("more server input")
 	}
 	eof := time.Since(start)
-	err, _ := h.wait()
+	err := h.wait()
 	if !errors.Is(err, ErrClientClosed) {
 		t.Fatalf("Run: %v, want ErrClientClosed", err)
 	}
@@ -476,7 +502,7 @@ func TestServerExitAnswersPending(t *testing.T) {
 	if !got["3"] || !got["x"] {
 		t.Errorf("answered %v", got)
 	}
-	err, _ := h.wait()
+	err := h.wait()
 	if !errors.Is(err, ErrServerClosed) {
 		t.Fatalf("Run: %v, want ErrServerClosed", err)
 	}
@@ -514,7 +540,7 @@ func runAgain(ctx context.Context, t *testing.T) error {
 	_, coutW := io.Pipe()
 	sinR, sinW := io.Pipe()
 	soutR, _ := io.Pipe()
-	b, err := New(Options{ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR, View: newTestView(nil), Build: build})
+	b, err := New(Options{ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR, View: newTestView(nil)})
 	if err != nil {
 		return err
 	}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
@@ -369,6 +367,11 @@ func (b *Bridge) settle(changed bool) {
 
 // useStatic installs the static roots.
 func (b *Bridge) useStatic(reason string) bool {
+	if len(b.opts.Static) == 0 && b.opts.NoRoots != nil {
+		b.log.Error("no roots from anywhere; stopping", zap.String("reason", reason), zap.Error(b.opts.NoRoots))
+		b.end(true, b.opts.NoRoots)
+		return false
+	}
 	if len(b.opts.Static) == 0 {
 		if b.roots.warnEmptyOnce() {
 			b.log.Warn("no roots: the server sees no files (give --root or --roots-file, or use a client with roots)",
@@ -380,15 +383,14 @@ func (b *Bridge) useStatic(reason string) bool {
 	return b.install(b.opts.Static, "static")
 }
 
-// install builds a table from roots and swaps it into the view.
+// install installs roots into the view (View.Install builds the table under the view's rules).
 func (b *Bridge) install(roots []vfs.Root, source string) bool {
-	t := b.opts.Build(roots)
+	t, err := b.opts.View.Install(roots)
 	for _, s := range t.Skipped() {
 		b.log.Warn("root skipped", zap.String("source", source), zap.String("uri", s.Root.URI), zap.Error(s.Reason))
 	}
-	if err := b.opts.View.Swap(t); err != nil {
+	if err != nil {
 		b.log.Error("view swap failed; keeping the previous view", zap.Error(err))
-		t.Close()
 		return false
 	}
 	b.log.Info("roots installed", zap.String("source", source), zap.Int("entries", len(t.Entries())),
@@ -396,63 +398,15 @@ func (b *Bridge) install(roots []vfs.Root, source string) bool {
 	return true
 }
 
-// parseRoots decodes a ListRootsResult strictly. Malformed entries are dropped and logged; a
-// malformed result as a whole is refused (nothing is ever added from it).
+// parseRoots decodes a ListRootsResult (vfs.DecodeRoots, at most maxRoots roots). Malformed
+// entries are dropped and logged; a malformed result as a whole is refused (nothing is ever
+// added from it).
 func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
-	if len(result) == 0 || result[0] != '{' {
-		return nil, errors.New("result is not an object")
+	roots, dropped, err := vfs.DecodeRoots(result, maxRoots)
+	for _, d := range dropped {
+		b.log.Warn("dropped a malformed root", zap.String("why", d.Error()))
 	}
-	var r struct {
-		Roots *[]json.RawMessage `json:"roots"`
-	}
-	if err := json.Unmarshal(result, &r); err != nil {
-		return nil, fmt.Errorf("roots: %w", err)
-	}
-	if r.Roots == nil {
-		return nil, errors.New("roots missing or null")
-	}
-	if len(*r.Roots) > maxRoots {
-		return nil, fmt.Errorf("%d roots; rootfs serves at most %d", len(*r.Roots), maxRoots)
-	}
-	roots := make([]vfs.Root, 0, len(*r.Roots))
-	for i, raw := range *r.Roots {
-		var w struct {
-			URI  *string         `json:"uri"`
-			Name *string         `json:"name"`
-			Meta json.RawMessage `json:"_meta"`
-		}
-		skip := func(why string) { b.log.Warn("dropped a malformed root", zap.Int("index", i), zap.String("why", why)) }
-		if len(raw) == 0 || raw[0] != '{' {
-			skip("not an object")
-			continue
-		}
-		if err := json.Unmarshal(raw, &w); err != nil {
-			skip(err.Error())
-			continue
-		}
-		if w.URI == nil {
-			skip("no uri")
-			continue
-		}
-		if !utf8.ValidString(*w.URI) || strings.ContainsRune(*w.URI, utf8.RuneError) {
-			skip("uri is not valid utf-8")
-			continue
-		}
-		root := vfs.Root{URI: *w.URI}
-		if w.Name != nil {
-			root.Name = *w.Name
-		}
-		switch {
-		case len(w.Meta) == 0 || string(w.Meta) == "null":
-		case w.Meta[0] == '{':
-			root.Meta = append(json.RawMessage(nil), w.Meta...)
-		default:
-			skip("_meta is not an object")
-			continue
-		}
-		roots = append(roots, root)
-	}
-	return roots, nil
+	return roots, err
 }
 
 // serverRootsList answers the server's roots/list from the current table, or waits (at most

@@ -137,8 +137,7 @@ type resolver struct {
 	spec    *Spec
 	opts    AutoBindOptions
 	home    string
-	fsRoot  string // "" on the host; for diagnosis in the sandbox also ""
-	check   bool   // only walk and report what is missing; bind nothing
+	check   bool // only walk and report what is missing; bind nothing
 	visited map[string]bool
 	files   map[string]bool
 	dirs    map[string]bool

@@ -1,7 +1,7 @@
 // Package mountmgr owns the processes and mounts of `rootfs run`: the
 // namespace daemon, the sandbox init, the wrapped server's launch, reaping
-// and signals, and (fusemount_linux.go) mounting the view. It knows
-// nothing of MCP.
+// and signals, and the private directory the view is mounted on (the view
+// mounts itself: vfs.View.Mount). It knows nothing of MCP.
 //
 // # Processes and the stage protocol
 //
@@ -25,7 +25,7 @@
 //	 |  fd 0/1: pipes to P1 (Server.Stdin/Stdout), fd 2: P1's stderr
 //	 |
 //	 |   P1 ---- spec JSON (fd 3) ---------------------------------> P2
-//	 |   P1 <--- "ok <pid>" | "exec <126|127> <msg>" | "error <msg>" -- P2 (fd 4)
+//	 |   P1 <--- one stageReport: ok | exec 126/127 | error (fd 4) -- P2  (stagesync_linux.go)
 //	 v
 //	P2 rootfs init (PID 1)         / -> MS_REC|MS_SLAVE; rbind NewRoot on itself (+nosuid,nodev,
 //	 |                             also on its submounts); ro binds of /usr /bin /sbin /lib*

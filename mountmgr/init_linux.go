@@ -23,13 +23,8 @@ import (
 	"github.com/rootfs-dev/rootfs/internal/seccomp"
 )
 
-// The report line P2 writes on its sync pipe (one line, then close):
-//
-//	"ok <pid>"               P3 started
-//	"exec <code> <message>"  P3 could not be exec'd (126/127)
-//	"error <message>"        setup failed (P2 exits 255)
-
-// runInit is P2: PID 1 of the new PID namespace.
+// runInit is P2: PID 1 of the new PID namespace. It reports to P1 once, on
+// the sync pipe (stagesync_linux.go).
 func runInit() {
 	runtime.LockOSThread() // capabilities, no_new_privs and Landlock are per thread; P3 is forked from this one
 	syncFD, _ := strconv.Atoi(os.Getenv(envSyncFD))
@@ -44,8 +39,7 @@ func runInit() {
 	unix.CloseOnExec(specFD)
 	report := os.NewFile(uintptr(syncFD), "sync")
 	fail := func(err error) {
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		fmt.Fprintf(report, "error %s\n", msg)
+		_ = writeStageReport(report, stageReport{Kind: stageError, Msg: err.Error()})
 		os.Exit(255)
 	}
 	var spec Spec
@@ -93,10 +87,10 @@ func runInit() {
 		} else if errors.Is(err, fs.ErrPermission) {
 			msg += " (not executable: no execute permission, or a file system mounted noexec)"
 		}
-		fmt.Fprintf(report, "exec %d %s\n", code, strings.ReplaceAll(msg, "\n", " "))
+		_ = writeStageReport(report, stageReport{Kind: stageExec, Code: code, Msg: msg})
 		os.Exit(code)
 	}
-	fmt.Fprintf(report, "ok %d\n", cmd.Process.Pid)
+	_ = writeStageReport(report, stageReport{Kind: stageOK, Pid: cmd.Process.Pid})
 	report.Close()
 	// P2 keeps no copy of the server's stdio pipes: P1 sees EOF on stdout
 	// when the server (and whatever it left behind) is gone.
@@ -192,7 +186,7 @@ func plan(spec *Spec) ([]mountOp, error) {
 				ops = append(ops, mountOp{kind: "symlink", source: target, dest: host})
 				continue
 			}
-			if fi, err = os.Stat(host); err != nil {
+			if _, err := os.Stat(host); err != nil {
 				continue
 			}
 		}

@@ -23,7 +23,7 @@ import (
 // the sandbox's copy is a slave (P2 makes / a recursive slave), so every
 // bind reaches it, and nothing the sandbox mounts comes back. Removal needs
 // nothing from here: the view's FUSE_NOTIFY_DELETE of a removed entry
-// detaches its bind in every namespace before Swap returns.
+// detaches its bind in every namespace before Install returns.
 
 // KernelPathSupported reports whether this kernel has what the kernel data
 // path needs (mount_setattr with AT_RECURSIVE on a detached tree: Linux
@@ -65,11 +65,11 @@ type RootBindsOptions struct {
 	NoWatch bool
 }
 
-// NewRootBinds makes m's mount point shared (call it before StartServer,
+// NewRootBinds makes the view's mount at dir shared (call it before StartServer,
 // so the sandbox's copy becomes its slave), lays a bind over every entry
 // of v, and follows the namespace's mount table to lay again a bind the
 // kernel dropped. Close it before unmounting the view.
-func NewRootBinds(m *FUSEMount, v *vfs.View, o RootBindsOptions) (*RootBinds, error) {
+func NewRootBinds(dir string, v *vfs.View, o RootBindsOptions) (*RootBinds, error) {
 	if err := KernelPathSupported(); err != nil {
 		return nil, err
 	}
@@ -79,14 +79,14 @@ func NewRootBinds(m *FUSEMount, v *vfs.View, o RootBindsOptions) (*RootBinds, er
 	}
 	// Only this mount becomes shared: P1's / stays a slave of the host's,
 	// so nothing reaches the host, and a new mount gets a new peer group.
-	if err := linux.Mount("", m.Dir(), "", unix.MS_SHARED, ""); err != nil {
+	if err := linux.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
 		return nil, fmt.Errorf("%w: kernel data path: %v", ErrSetup, err)
 	}
-	fd, err := unix.Open(m.Dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kernel data path: open %s: %v", ErrSetup, m.Dir(), err)
+		return nil, fmt.Errorf("%w: kernel data path: open %s: %v", ErrSetup, dir, err)
 	}
-	b := &RootBinds{v: v, log: log, readOnly: o.ReadOnly, dir: m.Dir(), dirFD: fd, failed: map[string]string{},
+	b := &RootBinds{v: v, log: log, readOnly: o.ReadOnly, dir: dir, dirFD: fd, failed: map[string]string{},
 		wake: [2]int{-1, -1}, done: make(chan struct{})}
 	if !o.NoWatch {
 		if err := unix.Pipe2(b.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
@@ -105,18 +105,31 @@ func NewRootBinds(m *FUSEMount, v *vfs.View, o RootBindsOptions) (*RootBinds, er
 	return b, nil
 }
 
-// Update runs change (which swaps the view's table) and then lays the binds
+// Install is vfs.View.Install followed by the binds of the entries that
+// have none (Update); the bridge installs roots through it.
+func (b *RootBinds) Install(roots []vfs.Root) (*vfs.Table, error) {
+	var t *vfs.Table
+	err := b.Update(func() error {
+		var err error
+		t, err = b.v.Install(roots)
+		return err
+	})
+	return t, err
+}
+
+// Table is the view's current table.
+func (b *RootBinds) Table() *vfs.Table { return b.v.Table() }
+
+// Update runs change (which installs a table in the view) and then lays the binds
 // of the entries that have none, under the one lock that serialises both:
 // a bind made from a stale table could land on a newer entry of the same
 // name. Entries removed or re-pointed by change lost their binds in it.
 func (b *RootBinds) Update(change func() error) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := change(); err != nil {
-		return err
-	}
-	b.sync()
-	return nil
+	err := change()
+	b.sync() // also after an error: the table may be installed (see vfs.View.Install)
+	return err
 }
 
 // Sync lays the missing binds now (the watcher does it too).

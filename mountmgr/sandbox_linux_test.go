@@ -89,25 +89,20 @@ func p1Main() int {
 	}
 	if cfg.FUSE {
 		// The product path: the view, with Data as its root entry "data".
-		var places []vfs.Placeholder
-		for _, p := range Placeholders(&spec) {
-			places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
-		}
-		view := vfs.NewView(vfs.Options{Placeholders: places, BoundEntries: cfg.Kernel})
+		view := vfs.NewView(vfs.Options{Placeholders: Placeholders(&spec), BoundEntries: cfg.Kernel})
 		defer view.Close()
-		tab := vfs.BuildTable([]vfs.Root{{URI: cfg.Data}}, vfs.TableOptions{Reserved: view.Reserved()})
-		if err := view.Swap(tab); err != nil {
+		if _, err := view.Install([]vfs.Root{{URI: cfg.Data}}); err != nil {
 			fmt.Fprintln(os.Stderr, "p1:", err)
 			return 125
 		}
-		m, err := MountView(view, mnt, FUSEOptions{})
+		m, err := view.Mount(mnt, vfs.MountOptions{})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "p1:", err)
 			return 125
 		}
 		defer m.Unmount()
 		if cfg.Kernel {
-			b, err := NewRootBinds(m, view, RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
+			b, err := NewRootBinds(m.Dir(), view, RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "p1:", err)
 				return 125

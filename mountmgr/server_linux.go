@@ -1,7 +1,6 @@
 package mountmgr
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -19,103 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ExecError is a server that P2 could not exec (Code 126 or 127). It wraps
-// ErrCommandNotFound or ErrCommandNotExecutable.
-type ExecError struct {
-	Code int
-	Msg  string
-}
-
-func (e *ExecError) Error() string { return "exec server: " + e.Msg }
-
-func (e *ExecError) Unwrap() error {
-	if e.Code == 127 {
-		return ErrCommandNotFound
-	}
-	return ErrCommandNotExecutable
-}
-
-// ServerOptions are the optional knobs of StartServer.
-type ServerOptions struct {
-	// Stderr receives the server's stderr and P2's; nil means os.Stderr.
-	Stderr *os.File
-	// Logger receives lifecycle messages; nil means none.
-	Logger *zap.Logger
-}
-
-// Server is the running sandbox (P2, with the wrapped server P3 under it).
-// Wait, Signal and Stop may be called from any goroutine.
-type Server struct {
-	// Stdin is the server's standard input; close it to tell it to finish.
-	Stdin io.WriteCloser
-	// Stdout is the server's standard output (the protocol stream).
-	Stdout io.ReadCloser
-
-	cmd       *exec.Cmd
-	serverPid int // P3's pid inside the PID namespace
-	log       *zap.Logger
-	done      chan struct{} // closed when P2 has been reaped
-	code      int
-}
-
-// Pid returns P2's pid (in P1's PID namespace). Signals sent to it are
-// forwarded to the server; SIGKILL tears the whole sandbox down.
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
-
-// Done is closed when the sandbox has exited.
-func (s *Server) Done() <-chan struct{} { return s.done }
-
-// Wait blocks until the sandbox exits and returns the server's exit status
-// (128+n when it died of signal n).
-func (s *Server) Wait() int {
-	<-s.done
-	return s.code
-}
-
-// Signal forwards sig to the server (through P2).
-func (s *Server) Signal(sig os.Signal) error {
-	select {
-	case <-s.done:
-		return os.ErrProcessDone
-	default:
-	}
-	return s.cmd.Process.Signal(sig)
-}
-
-// Stop ends the server: it waits up to grace for it to exit (the caller
-// has usually closed Stdin already), then sends SIGTERM and waits up to
-// grace again, then SIGKILLs P2, which kills everything in the PID
-// namespace. It returns the exit status. A grace of 0 means 500ms, so Stop
-// takes at most about 1s by default.
-func (s *Server) Stop(grace time.Duration) int {
-	if grace <= 0 {
-		grace = 500 * time.Millisecond
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-s.done:
-		return s.code
-	case <-t.C:
-	}
-	s.log.Debug("server did not exit, sending sigterm")
-	_ = s.Signal(syscall.SIGTERM)
-	t.Reset(grace)
-	select {
-	case <-s.done:
-		return s.code
-	case <-t.C:
-	}
-	s.log.Debug("server did not exit, sending sigkill")
-	_ = s.cmd.Process.Kill()
-	return s.Wait()
-}
-
 // StartServer runs in P1. It validates spec, starts P2 (this binary, the
 // hidden init stage) in new mount, PID, IPC and UTS namespaces (and a new
 // network namespace with NoNetwork), with cwd "/" and /proc/self/exe as
 // its binary, so that nothing of the fork touches the FUSE mount; sends it
-// the spec over a pipe, and waits for its one-line report. It returns once
+// the spec over a pipe, and waits for its report (stagesync_linux.go). It returns once
 // the server runs, or the error: *ExecError (126/127), or ErrSetup with
 // P2's message. ctx bounds the setup only; cancelling it later does nothing.
 //
@@ -213,19 +119,19 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		_, _ = specW.Write(payload)
 		specW.Close()
 	}()
-	type line struct {
-		s   string
+	type reply struct {
+		rep stageReport
 		err error
 	}
-	got := make(chan line, 1)
+	got := make(chan reply, 1)
 	go func() {
-		l, err := bufio.NewReader(io.LimitReader(syncR, 64<<10)).ReadString('\n')
+		rep, err := readStageReport(syncR)
 		syncR.Close()
-		got <- line{strings.TrimSpace(l), err}
+		got <- reply{rep, err}
 	}()
-	var l line
+	var r reply
 	select {
-	case l = <-got:
+	case r = <-got:
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
 		<-s.done
@@ -233,28 +139,21 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		stdoutR.Close()
 		return nil, fmt.Errorf("%w: %v", ErrSetup, ctx.Err())
 	}
-	word, rest, _ := strings.Cut(l.s, " ")
-	switch word {
-	case "ok":
-		s.serverPid, _ = strconv.Atoi(rest)
+	if r.err == nil && r.rep.Kind == stageOK {
+		s.serverPid = r.rep.Pid
 		log.Debug("server started", zap.Int("init_pid", cmd.Process.Pid), zap.Int("server_pid", s.serverPid))
 		return s, nil
-	case "exec":
-		<-s.done
-		stdinW.Close()
-		stdoutR.Close()
-		codeStr, msg, _ := strings.Cut(rest, " ")
-		code, _ := strconv.Atoi(codeStr)
-		return nil, &ExecError{Code: code, Msg: msg}
 	}
 	<-s.done
 	stdinW.Close()
 	stdoutR.Close()
-	if word == "error" {
-		return nil, fmt.Errorf("%w: %s", ErrSetup, rest)
+	switch {
+	case errors.Is(r.err, errNoStageReport):
+		return nil, fmt.Errorf("%w: sandbox init exited with status %d before reporting", ErrSetup, s.code)
+	case r.err != nil:
+		return nil, fmt.Errorf("%w: read init report: %v", ErrSetup, r.err)
+	case r.rep.Kind == stageExec:
+		return nil, &ExecError{Code: r.rep.Code, Msg: r.rep.Msg}
 	}
-	if l.err != nil && !errors.Is(l.err, io.EOF) {
-		return nil, fmt.Errorf("%w: read init report: %v", ErrSetup, l.err)
-	}
-	return nil, fmt.Errorf("%w: sandbox init exited with status %d before reporting", ErrSetup, s.code)
+	return nil, fmt.Errorf("%w: %s", ErrSetup, r.rep.Msg) // stageError
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // Sentinel errors; callers branch on them with errors.Is.
@@ -129,24 +131,18 @@ func (s *Spec) tmpSize() string {
 	return "256m"
 }
 
-// Placeholder is one top-level entry the view must provide before the
-// sandbox starts: an empty directory to mount on, or a symlink that
-// mirrors the host's (Symlink is its target, e.g. "usr/bin").
-type Placeholder struct {
-	Name    string
-	Symlink string
-}
-
 // sandboxDirs are always provided and always mounted by P2.
 var sandboxDirs = []string{"etc", "dev", "proc", "tmp"}
 
-// Placeholders lists the top-level names the view must reserve for spec,
-// sorted by name: the runtime directories as they exist on the host
+// Placeholders lists, sorted by name, the top-level entries the view must
+// provide for spec (vfs.Options.Placeholders) before the sandbox starts, each
+// an empty directory to mount on or a symlink that mirrors the host's: the
+// runtime directories as they exist on the host
 // (symlinks stay symlinks), etc, dev, proc, tmp, and the top-level of every
 // bind destination and of COMMAND's directory when outside the runtime.
 // It reads the host (lstat), so call it in P0 or P1 before building the view.
-func Placeholders(spec *Spec) []Placeholder {
-	seen := map[string]Placeholder{}
+func Placeholders(spec *Spec) []vfs.Placeholder {
+	seen := map[string]vfs.Placeholder{}
 	for _, d := range spec.runtimeDirs() {
 		name := topLevel(d)
 		fi, err := os.Lstat(d)
@@ -156,24 +152,24 @@ func Placeholders(spec *Spec) []Placeholder {
 		if fi.Mode()&fs.ModeSymlink != 0 && filepath.Dir(filepath.Clean(d)) == "/" {
 			target, err := os.Readlink(d)
 			if err == nil {
-				seen[name] = Placeholder{Name: name, Symlink: target}
+				seen[name] = vfs.Placeholder{Name: name, Symlink: target}
 				continue
 			}
 		}
 		if fi.IsDir() {
-			seen[name] = Placeholder{Name: name}
+			seen[name] = vfs.Placeholder{Name: name}
 		}
 	}
 	for _, n := range sandboxDirs {
-		seen[n] = Placeholder{Name: n}
+		seen[n] = vfs.Placeholder{Name: n}
 	}
 	for _, b := range spec.allBinds() {
 		n := topLevel(b.Dest)
 		if _, ok := seen[n]; !ok && n != "" {
-			seen[n] = Placeholder{Name: n}
+			seen[n] = vfs.Placeholder{Name: n}
 		}
 	}
-	out := make([]Placeholder, 0, len(seen))
+	out := make([]vfs.Placeholder, 0, len(seen))
 	for _, p := range seen {
 		out = append(out, p)
 	}
@@ -192,7 +188,7 @@ func ReservedNames(spec *Spec) []string {
 
 // PreparePlaceholders creates the placeholders in a plain directory (tests,
 // or a tmpfs standing in for the view).
-func PreparePlaceholders(dir string, ps []Placeholder) error {
+func PreparePlaceholders(dir string, ps []vfs.Placeholder) error {
 	for _, p := range ps {
 		path := filepath.Join(dir, p.Name)
 		var err error

@@ -42,15 +42,15 @@ func InDaemon() bool { return inDaemon }
 // MaybeRunStage must be the first call in main. In P2 (init) and in the
 // preflight probe it runs the stage and never returns. In P1 (daemon) it
 // prepares the process (mounts slaves of the host's, not dumpable, inherited
-// fds close-on-exec), sets InDaemon and returns false so that main parses
-// the same arguments again. In P0 it only marks inherited fds >= 3
-// close-on-exec (security-battery A4) and returns false.
-func MaybeRunStage() bool {
+// fds close-on-exec), sets InDaemon and returns so that main parses the same
+// arguments again. In P0 it only marks inherited fds >= 3 close-on-exec
+// (security-battery A4) and returns.
+func MaybeRunStage() {
 	stage := os.Getenv(envStage)
 	os.Unsetenv(envStage)
 	if stage == "" {
 		_ = linux.CloseExecFrom(3)
-		return false
+		return
 	}
 	if p := os.Getenv(envParentPID); p != "" {
 		os.Unsetenv(envParentPID)
@@ -69,7 +69,7 @@ func MaybeRunStage() bool {
 			os.Exit(125)
 		}
 		inDaemon = true
-		return false
+		return
 	case stageInit:
 		runInit() // never returns
 	case stageProbe:
@@ -77,7 +77,6 @@ func MaybeRunStage() bool {
 	}
 	fmt.Fprintf(os.Stderr, "rootfs: unknown stage %q\n", stage)
 	os.Exit(125)
-	return true
 }
 
 // testKnob selects the old mount propagation for the negative controls of
@@ -117,19 +116,6 @@ func daemonSetup() error {
 	// The view holds a descriptor per known inode (security-battery H5).
 	_, _ = linux.RaiseNoFile()
 	return linux.CloseExecFrom(3)
-}
-
-// DaemonOptions configures RunDaemon.
-type DaemonOptions struct {
-	// Args are passed to P1 as os.Args[1:]; P1 runs main with them again
-	// (typically the same os.Args[1:] that P0 got).
-	Args []string
-	// Env is P1's environment; nil means os.Environ().
-	Env []string
-	// ExtraFiles are passed to P1 as fd 3, 4, ... (tests only; leave nil).
-	ExtraFiles []*os.File
-	// Logger receives lifecycle messages; nil means none.
-	Logger *zap.Logger
 }
 
 // RunDaemon runs in P0: it starts P1 (this binary again) in a new mount

@@ -8,6 +8,9 @@ import (
 	"testing"
 )
 
+// top is the repository's top directory, seen from this package.
+const top = ".."
+
 // TestPackageConfigsAgree: the local package (packaging/nfpm.yaml) and the
 // release packages (.goreleaser.yaml) install the same files and depend on
 // the same packages. Each file says "change both together"; this checks.

@@ -17,9 +17,6 @@ import (
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
-// top is the repository's top directory, seen from this package.
-const top = ".."
-
 // debianSuite is the release the fresh root file system is made of.
 const debianSuite = "bookworm"
 

@@ -33,7 +33,7 @@ import (
 // system so that those three requests run on a locked OS thread (armed);
 // PassthroughFd lowers that thread's capabilities (lowerForBacking), and the
 // wrapper raises them again once go-fuse has registered the file. Without
-// the wrapper (FUSERoot mounted with fs.Mount), PassthroughFd finds no
+// the wrapper (the root mounted with fs.Mount), PassthroughFd finds no
 // armed thread and the view serves all I/O itself.
 
 // armedThreads maps the id of a thread inside a wrapped OPEN, CREATE or
@@ -145,13 +145,21 @@ func (r rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.Crea
 	return r.RawFileSystem.Tmpfile(cancel, in, out)
 }
 
-// Mount mounts the view on dir with o (from MountOptions, adjusted by the
-// caller) and returns once the kernel has answered INIT, as fs.Mount does
-// for FUSERoot. Mount the view this way: under Options.Passthrough it is
-// what registers backing files with lowered credentials (see above); a view
-// mounted with fs.Mount(dir, v.FUSERoot(), o) serves every file through the
-// daemon.
-func (v *View) Mount(dir string, o *fs.Options) (*fuse.Server, error) {
+// serve mounts the view on dir with o (from fuseOptions, adjusted by the
+// caller) and returns once the kernel has answered INIT, as fs.Mount does.
+// Every mount goes through it (View.Mount; the tests' harness): under
+// Options.Passthrough it is what registers backing files with lowered
+// credentials (see above); the root mounted with fs.Mount would serve every
+// file through the daemon. It records where the view is mounted (mountSelf)
+// for Install.
+func (v *View) serve(dir string, o *fs.Options) (*fuse.Server, error) {
+	self, err := newMountSelf(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := self.check(v.Table()); err != nil {
+		return nil, err
+	}
 	raw := rawFS{RawFileSystem: fs.NewNodeFS(v.root, o), v: v}
 	var mo *fuse.MountOptions
 	if o != nil {
@@ -165,5 +173,7 @@ func (v *View) Mount(dir string, o *fs.Options) (*fuse.Server, error) {
 	if err := srv.WaitMount(); err != nil {
 		return nil, err
 	}
+	self.dev, _, _ = topMount(self.dir)
+	v.self.Store(self)
 	return srv, nil
 }

@@ -2,9 +2,13 @@
 // system whose top-level entries are exactly the current roots, each a
 // contained read-write passthrough to one host directory or file.
 //
-// Roots are parsed and resolved once into an immutable [Table]
-// ([BuildTable]); a [View] serves the current table and is changed only by
-// [View.Swap]. The go-fuse adapter lives in view_linux.go; everything below an
+// Roots are decoded by [DecodeRoots] (from a client or a roots file), then
+// parsed and resolved once into an immutable [Table] ([BuildTable]); a
+// [View] serves the current table and is changed only by [View.Install],
+// which builds the table under the view's own rules (reserved names,
+// Options.Allow, Options.Written), refuses one that would hold the view's
+// own mount ([View.Mount]), and swaps it in. The view mounts
+// itself. The go-fuse adapter lives in view_linux.go; everything below an
 // entry is reached through descriptors, never through host path strings.
 //
 // # Containment
@@ -56,8 +60,8 @@
 // The synthetic top level is read-only (EPERM for every change) and lists the
 // entries in table order followed by the placeholders of [Options]. Entries
 // whose name is reserved by a placeholder or by go-fuse
-// (".go-fuse-epoll-hack") are hidden and logged; build tables with
-// TableOptions{Reserved: view.Reserved()} to avoid that.
+// (".go-fuse-epoll-hack") are hidden and logged; [View.Install] names
+// entries around them (TableOptions.Reserved).
 //
 // Files, directories, symlinks and nodes created through the view are
 // chowned to the calling uid/gid (the parent's gid when the parent directory
@@ -79,14 +83,14 @@
 //
 // # Swapping and revocation
 //
-// [View.Swap] installs a new table in one atomic step. An entry whose name
+// [View.Install] swaps in the new table in one atomic step. An entry whose name
 // and host inode are unchanged keeps its nodes: readers of surviving roots
-// never see an error. Every other old entry is revoked before Swap returns:
+// never see an error. Every other old entry is revoked before Install returns:
 // its nodes and open handles answer EIO to every operation except close
 // (BSD revoke(2) semantics), the kernel's page cache for its known inodes is
 // dropped, and its top-level dentry is removed with FUSE_NOTIFY_DELETE, so no
 // new lookup can reach it. Names that are new drop any cached negative
-// dentry. Swap must not be called from inside a FUSE request handler of this
+// dentry. Install must not be called from inside a FUSE request handler of this
 // view (the kernel notification would deadlock), and a View can be mounted
 // once.
 //
@@ -134,12 +138,12 @@
 // which serves the same root, until mountmgr lays the bind again); and
 // flags set with mount_setattr on the detached tree cannot be cleared by
 // a process without CAP_SYS_ADMIN over the namespace. The view therefore
-// never invalidates a kept entry (Swap notifies only removed and new
+// never invalidates a kept entry (an install notifies only removed and new
 // names), and answers a kept entry's lookup from memory with the same
 // node, never failing (no descriptor is duplicated, so no EMFILE, and a
-// file entry's node is never renewed), cached until the next Swap.
+// file entry's node is never renewed), cached until the next install.
 // Revocation is then of names only: a removed root's path is ENOENT as
-// soon as Swap returns, while descriptors and working directories opened
+// soon as Install returns, while descriptors and working directories opened
 // before keep working until closed. On a kernel older than 5.12
 // (mount_setattr missing) rootfs run says so in one info line and serves
 // everything through the daemon, as with --strict.
@@ -147,7 +151,7 @@
 // # Caching
 //
 // The top level itself (its attributes, its listing, the placeholders)
-// changes only at a Swap, which invalidates what it changes; the kernel
+// changes only at an install, which invalidates what it changes; the kernel
 // caches it for an hour (FOPEN_CACHE_DIR for the listing), so a tool that
 // lists / costs no round trip after the first.
 //
@@ -157,8 +161,8 @@
 // sends exactly the invalidations they need. The kernel then caches names,
 // attributes, negative lookups, directory listings (FOPEN_CACHE_DIR) and
 // file pages (FOPEN_KEEP_CACHE) for an hour: a warm walk, stat or git
-// status sends no request at all, and a host edit still shows at once
-// (about 0.1-3 ms here). Changes made through the view are seen at once
+// status sends no request at all, and a host edit still shows at once.
+// Changes made through the view are seen at once
 // (the kernel updates its own caches; the watcher updates the other nodes
 // of the same host inode, such as nested roots); swaps invalidate
 // explicitly. What the watcher cannot cover (no permission, a file system
@@ -179,8 +183,8 @@
 // writable mapping (mmap; write(2) is seen). Use NoHostWatch (1s caches)
 // for trees changed that way. The watcher's other limits: files are matched to events
 // by their directory and name, and by their own handle only when they had
-// several links when looked up (indexing every file by handle cost 18 MiB
-// and 10-20 % on a cold 50k-file walk), so a hard link the host creates
+// several links when looked up (indexing every file by handle costs memory
+// and time on a cold walk: see BENCHMARKS.md), so a hard link the host creates
 // later, and then changes the file through before the view has looked that
 // new name up, leaves the old name stale until the hour runs out; a lookup
 // answered while a host change was being processed is cached for the short
@@ -191,14 +195,13 @@
 // Writes go to the daemon as they are made (write-through) unless
 // [Options].Writeback is set (and Passthrough is not). Under the writeback
 // cache write(2) fills the page cache and the kernel writes back in blocks
-// of up to 1 MiB: 4 KiB writes ran at 2.2x native against 0.24x
-// write-through on the 2-core VM, 1 MiB writes about the same. It is not
-// the default because of what it costs reads: under it every close makes
-// the kernel forget st_blocks, so the fstat(2) after the next open is a
-// GETATTR round trip, and reading 20k small files (open, fstat, read,
-// close: what grep and cat do) took 5.9x native against 4.7x
-// write-through (5.1x against 3.1x in another run). Searching and reading many files is what an agent does
-// most. What the writeback cache changes besides:
+// of up to 1 MiB, so small writes get much faster. It is not the default
+// because of what it costs reads: under it every close makes the kernel
+// forget st_blocks, so the fstat(2) after the next open is a GETATTR round
+// trip, and reading many small files (open, fstat, read, close: what grep
+// and cat do, and what an agent does most) is slower than write-through.
+// The figures are in BENCHMARKS.md. What the writeback cache changes
+// besides:
 //   - A file opened write-only is opened read-write by the daemon when it
 //     can (the kernel reads to fill partial pages; the data goes to the page
 //     cache, not to the caller), and O_APPEND is done by the kernel at its
@@ -213,36 +216,19 @@
 //     change to its size shows after the last writer closes it.
 //   - Write-back errors (ENOSPC, EIO) are reported by fsync(2) and close(2),
 //     not by the write(2) that cached the data.
-//   - Revocation stays strict: Swap first writes back what the kernel holds
+//   - Revocation stays strict: a swap first writes back what the kernel holds
 //     dirty for the leaving roots (those writes had succeeded), then revokes
 //     and drops their pages and attributes; a later write(2) must refresh
 //     the attributes and fails with EIO, and pages dirtied in the window
 //     between the two passes are refused (EIO from fsync or close), never
 //     written to the host.
 //
-// Decisions measured on the 2-core VM (issue 6), kept or not:
-//   - Entry, attribute and negative timeouts are an hour where the host
-//     watcher runs (see above), and 1s elsewhere: every name whose cache
-//     expired costs one LOOKUP round trip (50-250 us here), which is what a
-//     warm stat walk or git status paid when 1s was the only timeout.
-//   - READDIRPLUS stays on, in the kernel's adaptive mode
-//     (READDIRPLUS_AUTO): the first chunk of a listing comes with
-//     attributes, later chunks only when the caller looked at the entries.
-//     The go-fuse Lookup per entry costs the daemon an fstatat (an inode
-//     read from disk when cold) and spares the stat that follows each entry
-//     a round trip. A cold "ls -f" of 10k entries went from 145 ms to 20 ms
-//     (native 10 ms) with the adaptive mode; warm listings are cached
-//     (FOPEN_CACHE_DIR) and send no READDIR at all.
-//   - MaxReadAhead is left at the kernel's value (the daemon can only lower
-//     it); MaxBackground is 64; MaxWrite 1 MiB.
-//   - A CPU profile of the daemon (ProfileEnv) during open+close loops puts
-//     80% of its time in the /dev/fuse read and reply system calls and about
-//     10% in the /proc/self/fd reopen of Open (about 5 us against 2 us for an
-//     openat by name): the round trip, not the view's code, bounds open.
-//     Opening by parent and name would need an identity check and a guard
-//     against a FIFO planted under the name; not worth 5 us. Answering
-//     revalidating LOOKUPs with fstatat instead of openat+fstat+close was
-//     tried and gave no measurable change.
+// The go-fuse settings: entry, attribute and negative timeouts of an hour
+// where the host watcher runs and CacheTimeout elsewhere; READDIRPLUS in the
+// kernel's adaptive mode (READDIRPLUS_AUTO); MaxReadAhead left at the
+// kernel's value; MaxBackground 64; MaxWrite 1 MiB. Why, with what was
+// measured (and what was tried and dropped): BENCHMARKS.md, "Notes behind
+// the view's settings".
 //
 // # Set-ID bits and file capabilities
 //

@@ -5,6 +5,7 @@ package vfs
 import (
 	"errors"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // of the nodes go-fuse then drops, and retries.
 
 // testNoFDRelief turns the relief off, for the negative control of its
-// test only.
+// test only (set in export_test.go).
 var testNoFDRelief = false
 
 // pruneBatch is how many node ids go in one FUSE_NOTIFY_PRUNE message.
@@ -49,26 +50,34 @@ func (v *View) withFDs(open func() (int, error)) (int, error) {
 	return fd, err
 }
 
+// reliefState is the one descriptor relief that may be running.
+type reliefState struct {
+	// mu guards the field that follows.
+	mu      sync.Mutex
+	running chan struct{} // non-nil while a relief runs; closed when it ends
+}
+
 // relieveFDs asks the kernel to forget every inode of the view that it is
 // not using; one relief runs at a time, on its own goroutine (never inside
 // the kernel's request the handler is serving), and concurrent callers
 // share it.
 func (v *View) relieveFDs() {
-	v.reliefMu.Lock()
-	if v.relief == nil {
+	r := &v.relief
+	r.mu.Lock()
+	if r.running == nil {
 		done := make(chan struct{})
-		v.relief = done
+		r.running = done
 		go func() {
 			n := v.prune()
 			v.log.Debug("descriptors exhausted: asked the kernel to forget unused inodes", zap.Int("inodes", n))
-			v.reliefMu.Lock()
-			v.relief = nil
-			v.reliefMu.Unlock()
+			r.mu.Lock()
+			r.running = nil
+			r.mu.Unlock()
 			close(done)
 		}()
 	}
-	done := v.relief
-	v.reliefMu.Unlock()
+	done := r.running
+	r.mu.Unlock()
 	select {
 	case <-done:
 	case <-time.After(time.Second):

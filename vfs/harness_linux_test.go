@@ -9,7 +9,7 @@ package vfs
 //
 //	test process                         server (this binary, re-executed)
 //	  start ── env ROOTFS_VFS_SERVE=cfg ──▶ mount, print "ready"
-//	  "swap {roots json}" ───────────────▶ BuildTable + View.Swap, print "ok" (after Swap returned)
+//	  "swap {roots json}" ───────────────▶ BuildTable + View.swap, print "ok" (after swap returned)
 //	  close stdin / SIGTERM ─────────────▶ unmount, exit 0
 
 import (
@@ -88,11 +88,7 @@ func serveMain(cfgJSON string) int {
 		fmt.Fprintln(os.Stderr, "serve: bad config:", err)
 		return 2
 	}
-	testSkipInvalidate = cfg.NoInvalidate
-	testNoFDRelief = cfg.NoFDRelief
-	testNoHostEvents = cfg.NoHostEvents
-	testNoOpenDrop = cfg.NoOpenDrop
-	testNoKillPriv = cfg.NoKillPriv
+	defer setKnobs(cfg)()
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
@@ -109,8 +105,8 @@ func serveMain(cfgJSON string) int {
 	} else {
 		log, _ := zap.NewDevelopment()
 		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log})
-		root = v.FUSERoot()
-		opts = v.MountOptions()
+		root = v.root
+		opts = v.fuseOptions()
 	}
 	opts.AllowOther = true
 	opts.Debug = os.Getenv("ROOTFS_VFS_DEBUG") != ""
@@ -118,7 +114,7 @@ func serveMain(cfgJSON string) int {
 	var srv *fuse.Server
 	var err error
 	if v != nil {
-		srv, err = v.Mount(cfg.Mnt, opts)
+		srv, err = v.serve(cfg.Mnt, opts)
 	} else {
 		srv, err = fs.Mount(cfg.Mnt, root, opts)
 	}
@@ -127,7 +123,7 @@ func serveMain(cfgJSON string) int {
 		return 1
 	}
 	if v != nil {
-		if err := v.Swap(BuildTable(rootsOf(cfg.Roots), TableOptions{Reserved: v.Reserved()})); err != nil {
+		if err := v.swap(BuildTable(rootsOf(cfg.Roots), TableOptions{Reserved: v.reserved()})); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: swap:", err)
 		}
 	}
@@ -148,7 +144,7 @@ func serveMain(cfgJSON string) int {
 					fmt.Println("err", err)
 					continue
 				}
-				if err := v.Swap(BuildTable(rootsOf(paths), TableOptions{Reserved: v.Reserved()})); err != nil {
+				if err := v.swap(BuildTable(rootsOf(paths), TableOptions{Reserved: v.reserved()})); err != nil {
 					fmt.Println("err", err)
 					continue
 				}

@@ -17,6 +17,7 @@ import (
 	"unsafe"
 	"weak"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
@@ -64,10 +65,28 @@ const watchMask = unix.FAN_MODIFY | unix.FAN_ATTRIB | unix.FAN_CREATE | unix.FAN
 
 const direntEvents = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_MOVED_FROM | unix.FAN_MOVED_TO
 
+// watchedView is all the host watcher knows of the view: whether it
+// serves a mount (notifications reach a kernel), its top-level inode, and
+// the snapshot it serves.
+type watchedView interface {
+	serving() bool
+	top() *fs.Inode
+	current() *snapshot
+}
+
+func (v *View) serving() bool      { return v.mounted.Load() }
+func (v *View) top() *fs.Inode     { return v.root.EmbeddedInode() }
+func (v *View) current() *snapshot { return v.cur.Load() }
+
+// hostWatch is the host watcher. It owns its state; the view reaches it
+// through watchNode, hostGen, shortCache and close.
 type hostWatch struct {
-	v   *View
-	f   *os.File
-	pid int32
+	v     watchedView
+	log   *zap.Logger
+	short time.Duration // the cache timeout of what it does not cover
+	f     *os.File
+	pid   int32
+	dead  atomic.Bool // the watcher stopped: cache for the short timeout
 
 	stopR, stopW int // a pipe that stops watchMounts
 
@@ -87,10 +106,10 @@ type devWatch struct {
 }
 
 // testNoHostEvents makes the watcher read and drop every event, for the
-// negative control of the host-change tests only.
+// negative control of the host-change tests only (set in export_test.go).
 var testNoHostEvents = false
 
-func newHostWatch(v *View) (*hostWatch, error) {
+func newHostWatch(v watchedView, log *zap.Logger, short time.Duration) (*hostWatch, error) {
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|
 		unix.FAN_UNLIMITED_QUEUE|unix.FAN_REPORT_DFID_NAME|unix.FAN_REPORT_FID, unix.O_RDONLY|unix.O_LARGEFILE)
 	if err != nil {
@@ -98,6 +117,8 @@ func newHostWatch(v *View) (*hostWatch, error) {
 	}
 	w := &hostWatch{
 		v:     v,
+		log:   log,
+		short: short,
 		f:     os.NewFile(uintptr(fd), "fanotify"),
 		pid:   int32(os.Getpid()),
 		devs:  map[uint64]devWatch{},
@@ -115,7 +136,7 @@ func newHostWatch(v *View) (*hostWatch, error) {
 		// mount covers.
 		go w.watchMounts(mi, mountPoints(mi))
 	} else {
-		v.log.Debug("host watcher: mount changes are not watched", zap.Error(err))
+		log.Debug("host watcher: mount changes are not watched", zap.Error(err))
 		if mi != nil {
 			mi.Close()
 		}
@@ -170,7 +191,7 @@ func (w *hostWatch) watchMounts(f *os.File, known map[string]bool) {
 			}
 		}
 		known = now
-		if !testNoHostEvents && w.v.mounted.Load() {
+		if !testNoHostEvents && w.v.serving() {
 			w.remounted(changed)
 		}
 	}
@@ -195,8 +216,8 @@ func mountPoints(f *os.File) map[string]bool {
 // below it. Invalidating only the entry would not do: a directory dentry
 // in use survives below its invalidated parent and comes back with it.
 func (w *hostWatch) remounted(changed []string) {
-	r := w.v.root.EmbeddedInode()
-	s := w.v.cur.Load()
+	r := w.v.top()
+	s := w.v.current()
 	for _, name := range s.order {
 		hp := strings.TrimSuffix(s.byName[name].entry.HostPath, "/")
 		for _, mp := range changed {
@@ -221,9 +242,9 @@ func (w *hostWatch) remounted(changed []string) {
 				parent, child = next, c
 			}
 			if errno := parent.NotifyEntry(child); !benignNotify(errno) {
-				w.v.log.Debug("host watcher: entry invalidation failed", zap.String("name", child), zap.Error(errno))
+				w.log.Debug("host watcher: entry invalidation failed", zap.String("name", child), zap.Error(errno))
 			}
-			w.v.log.Debug("a mount changed below a root: dropped the kernel's cache of it", zap.String("entry", name), zap.String("mountpoint", mp))
+			w.log.Debug("a mount changed below a root: dropped the kernel's cache of it", zap.String("entry", name), zap.String("mountpoint", mp))
 		}
 	}
 }
@@ -250,8 +271,8 @@ func (w *hostWatch) markFS(fd int, dev uint64) bool {
 	d.ok = err == nil
 	w.devs[dev] = d
 	if err != nil {
-		w.v.log.Debug("host changes on this file system are not watched; the kernel caches it for the short timeout",
-			zap.Uint64("dev", dev), zap.Duration("timeout", w.v.opts.cacheTimeout()), zap.Error(err))
+		w.log.Debug("host changes on this file system are not watched; the kernel caches it for the short timeout",
+			zap.Uint64("dev", dev), zap.Duration("timeout", w.short), zap.Error(err))
 	}
 	return d.ok
 }
@@ -385,7 +406,7 @@ func (v *View) shortTimeout() time.Duration { return v.opts.cacheTimeout() }
 // timeout although the mount's defaults are long: the watcher does not
 // cover n, or it has stopped.
 func (n *node) shortCache() bool {
-	return n.v.watch != nil && (!n.watched || n.v.watchDead.Load())
+	return n.v.watch != nil && (!n.watched || n.v.watch.dead.Load())
 }
 
 // cacheTimes sets the reply's timeouts for a node the watcher does not
@@ -412,8 +433,8 @@ func (w *hostWatch) run() {
 		k, err := w.f.Read(buf)
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
-				w.v.log.Warn("host watcher stopped; host changes show after the short timeout", zap.Error(err))
-				w.v.watchDead.Store(true)
+				w.log.Warn("host watcher stopped; host changes show after the short timeout", zap.Error(err))
+				w.dead.Store(true)
 			}
 			return
 		}
@@ -446,7 +467,7 @@ func (w *hostWatch) dispatch(b []byte) {
 		m := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&b[0]))
 		el := int(m.Event_len)
 		if el < metaLen || el > len(b) || m.Vers != unix.FANOTIFY_METADATA_VERSION || int(m.Metadata_len) > el {
-			w.v.log.Warn("host watcher: malformed fanotify event; dropped the rest of the read", zap.Int("len", el))
+			w.log.Warn("host watcher: malformed fanotify event; dropped the rest of the read", zap.Int("len", el))
 			break
 		}
 		ev := b[:el]
@@ -462,7 +483,7 @@ func (w *hostWatch) dispatch(b []byte) {
 	}
 	if overflow {
 		acts = append(acts, w.everything()...)
-		w.v.log.Warn("host watcher: event queue overflowed; dropped every cached attribute and listing (negative lookups stay cached until the timeout)")
+		w.log.Warn("host watcher: event queue overflowed; dropped every cached attribute and listing (negative lookups stay cached until the timeout)")
 	}
 	if len(acts) == 0 {
 		return
@@ -571,7 +592,7 @@ func (w *hostWatch) notify(a action) {
 	if a.entry != "" {
 		errno = in.NotifyEntry(a.entry)
 		if !benignNotify(errno) {
-			w.v.log.Debug("host watcher: entry invalidation failed", zap.String("name", a.entry), zap.Error(errno))
+			w.log.Debug("host watcher: entry invalidation failed", zap.String("name", a.entry), zap.Error(errno))
 		}
 		if a.entryOnly {
 			return
@@ -583,12 +604,12 @@ func (w *hostWatch) notify(a action) {
 	}
 	errno = in.NotifyContent(off, 0)
 	if !benignNotify(errno) {
-		w.v.log.Debug("host watcher: inode invalidation failed", zap.Error(errno))
+		w.log.Debug("host watcher: inode invalidation failed", zap.Error(errno))
 	}
 	if a.reLookup {
 		if name, p := in.Parent(); p != nil {
 			if errno := p.NotifyEntry(name); !benignNotify(errno) {
-				w.v.log.Debug("host watcher: entry invalidation failed", zap.String("name", name), zap.Error(errno))
+				w.log.Debug("host watcher: entry invalidation failed", zap.String("name", name), zap.Error(errno))
 			}
 		}
 	}

@@ -16,8 +16,12 @@ const DefaultCacheTimeout = time.Second
 // left the table. The kernel sees it as EIO.
 var ErrRevoked = errors.New("root revoked")
 
-// ErrClosed is returned by Swap after Close.
+// ErrClosed is returned by Install after Close.
 var ErrClosed = errors.New("view closed")
+
+// ErrBadMountpoint wraps every refusal of a mount point, and of a table
+// that would put the view inside itself (View.Install).
+var ErrBadMountpoint = errors.New("bad mount point")
 
 // Placeholder is a top-level name the view provides itself, for the sandbox
 // to mount its runtime directories on: an empty read-only directory, or a
@@ -35,7 +39,7 @@ type Options struct {
 	// Logger receives diagnostics; nil means zap.NewNop().
 	Logger *zap.Logger
 	// Placeholders are listed after the entries. Their names are reserved:
-	// see View.Reserved.
+	// View.Install names entries around them.
 	Placeholders []Placeholder
 	// Passthrough lets the kernel do file I/O itself (FUSE passthrough,
 	// Linux 6.9+, needs CAP_SYS_ADMIN in the initial user namespace and a
@@ -73,9 +77,17 @@ type Options struct {
 	// data path), so that the kernel, not the view, serves what is below
 	// it. The view then never drops a kept entry's dentry by itself (which
 	// would detach its bind): a kept entry's lookup is answered from
-	// memory with the same node, and cached until the next Swap. See
+	// memory with the same node, and cached until the next Install. See
 	// "The kernel data path" in the package documentation.
 	BoundEntries bool
+
+	// The rules of View.Install (see TableOptions). Allow, when non-empty,
+	// admits only roots at or beneath these directories (--allow).
+	Allow []string
+	// Written is the session's record of what the sandboxed side can write
+	// or could earlier; nil follows every symlink. The caller keeps it and
+	// closes it after the view.
+	Written *WriteSet
 }
 
 func (o *Options) cacheTimeout() time.Duration {

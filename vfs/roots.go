@@ -41,9 +41,11 @@ var (
 	ErrTooManyWritable = errors.New("too many writable directories served in this session")
 )
 
-// reservedAlways lists names that no entry may take whatever the options:
-// go-fuse intercepts a lookup of this name at the mount's top level.
-var reservedAlways = []string{".go-fuse-epoll-hack"}
+// epollHackName is intercepted by go-fuse at the mount's top level.
+const epollHackName = ".go-fuse-epoll-hack"
+
+// reservedAlways lists names that no entry may take whatever the options.
+var reservedAlways = []string{epollHackName}
 
 // ParseRoot turns a root URI or absolute path into a lexically cleaned
 // absolute host path. It does no I/O.
@@ -267,7 +269,7 @@ type Skipped struct {
 }
 
 // Table is an immutable set of entries: once built it never changes, so
-// readers may use it without locks. Replace it as a whole (View.Swap).
+// readers may use it without locks. Replace it as a whole (View.Install).
 type Table struct {
 	entries []*Entry
 	byName  map[string]*Entry

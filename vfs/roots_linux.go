@@ -212,10 +212,36 @@ func linkTarget(fd int, p string, cur int, name string, taint func(dev, ino uint
 }
 
 // within reports whether the directory dir, or any directory above it, is
-// matched by match. It walks ".." through descriptors, comparing device and
-// inode numbers, so no path string decides and a symlink or rename cannot
-// fool it.
+// matched by match (see up).
 func within(dir int, match func(dev, ino uint64) bool) (bool, error) {
+	return up(dir, match)
+}
+
+// ancestry returns the identities of the directory dir and of every
+// directory above it, nearest first (see up).
+func ancestry(dir string) ([]fileID, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var chain []fileID
+	_, err = up(fd, func(dev, ino uint64) bool {
+		chain = append(chain, fileID{dev, ino})
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	return chain, nil
+}
+
+// up is the one walk by inode up a directory tree: it calls visit with the
+// device and inode numbers of dir, then of each directory above it up to
+// "/", until visit returns true, and reports whether it did. It walks ".."
+// through descriptors, so no path string decides and a symlink or rename
+// cannot fool it.
+func up(dir int, visit func(dev, ino uint64) bool) (bool, error) {
 	cur, err := unix.Dup(dir)
 	if err != nil {
 		return false, err
@@ -226,24 +252,24 @@ func within(dir int, match func(dev, ino uint64) bool) (bool, error) {
 		return false, err
 	}
 	for depth := 0; depth < 4096; depth++ {
-		if match(st.Dev, st.Ino) {
+		if visit(st.Dev, st.Ino) {
 			return true, nil
 		}
-		up, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return false, err
 		}
-		var ust unix.Stat_t
-		if err := unix.Fstat(up, &ust); err != nil {
-			unix.Close(up)
+		var pst unix.Stat_t
+		if err := unix.Fstat(parent, &pst); err != nil {
+			unix.Close(parent)
 			return false, err
 		}
-		if ust.Dev == st.Dev && ust.Ino == st.Ino { // reached "/"
-			unix.Close(up)
+		if pst.Dev == st.Dev && pst.Ino == st.Ino { // reached "/"
+			unix.Close(parent)
 			return false, nil
 		}
 		unix.Close(cur)
-		cur, st = up, ust
+		cur, st = parent, pst
 	}
 	return false, fmt.Errorf("directory tree deeper than 4096 levels")
 }

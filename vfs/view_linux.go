@@ -22,11 +22,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// epollHackName is intercepted by go-fuse at the mount's top level.
-const epollHackName = ".go-fuse-epoll-hack"
-
 // View is the FUSE file system of the current table. Create it with NewView,
-// mount FUSERoot with MountOptions (mountmgr does both), change it with Swap.
+// mount it with Mount, change it with Install.
 type View struct {
 	opts  Options
 	log   *zap.Logger
@@ -37,33 +34,39 @@ type View struct {
 
 	placeholders map[string]int // name -> index in opts.Placeholders
 
-	// mu serializes Swap and Close. FUSE handlers never take it, so Swap may
+	// mu serializes swap and Close. FUSE handlers never take it, so swap may
 	// hold it while it sends kernel notifications.
 	mu     sync.Mutex
 	closed bool // guarded by mu
 
 	// closeMu is held shared by a top-level Lookup while it duplicates a
-	// pinned descriptor of the current table, and exclusively by Swap while
+	// pinned descriptor of the current table, and exclusively by swap while
 	// it publishes a table and while it closes a retired one, so a lookup
 	// never duplicates a closed (or reused) descriptor. Lock order: mu, then
 	// closeMu.
 	closeMu sync.RWMutex
 	cur     atomic.Pointer[snapshot] // never nil; immutable once stored
 
-	reliefMu sync.Mutex
-	relief   chan struct{} // non-nil while a descriptor relief runs (fdrelief_linux.go)
+	relief reliefState // the descriptor relief (fdrelief_linux.go)
 
 	profile *os.File // ProfileEnv; guarded by mu
 
 	nextGen atomic.Uint64
-	mounted atomic.Bool // the root was attached to a go-fuse bridge
+	mounted atomic.Bool               // the root was attached to a go-fuse bridge
+	self    atomic.Pointer[mountSelf] // where View.Mount mounted the view (install_linux.go)
 
 	renewed sync.Map   // renewKey -> uint64 (node.renew)
 	watch   *hostWatch // nil: host changes are not watched (hostwatch_linux.go)
 
-	openMu    sync.Mutex
-	open      map[*node]struct{} // nodes with open handles (openNodesOf)
-	watchDead atomic.Bool        // the watcher stopped: cache for the short timeout
+	open openSet // nodes with open handles (trackOpen, openNodesOf)
+}
+
+// openSet is the set of nodes with open handles: swap reaches the open
+// files of leaving roots through it, in the tree or not.
+type openSet struct {
+	// mu guards the field that follows.
+	mu sync.Mutex
+	m  map[*node]struct{}
 }
 
 // snapshot is what the top level serves: a table plus the incarnation of
@@ -116,7 +119,7 @@ func NewView(opts Options) *View {
 	}
 	v.root = &rootDir{v: v}
 	if !opts.NoHostWatch && opts.CacheTimeout >= 0 {
-		w, err := newHostWatch(v)
+		w, err := newHostWatch(v, v.log, opts.cacheTimeout())
 		if err != nil {
 			v.log.Debug("host changes are not watched (fanotify); the kernel caches names and attributes for the short timeout",
 				zap.Duration("timeout", opts.cacheTimeout()), zap.Error(err))
@@ -136,10 +139,10 @@ func validTopName(n string) bool {
 		!strings.ContainsAny(n, "/\x00")
 }
 
-// Reserved returns the top-level names the view uses itself: its
-// placeholders and the name go-fuse intercepts. Pass them as
+// reserved returns the top-level names the view uses itself: its
+// placeholders and the name go-fuse intercepts. Install passes them as
 // TableOptions.Reserved.
-func (v *View) Reserved() []string {
+func (v *View) reserved() []string {
 	out := []string{epollHackName}
 	for _, p := range v.opts.Placeholders {
 		if _, ok := v.placeholders[p.Name]; ok {
@@ -150,12 +153,12 @@ func (v *View) Reserved() []string {
 }
 
 // Table returns the table being served. It is immutable and never nil; it
-// stays valid until the next Swap.
+// stays valid until the next Install.
 func (v *View) Table() *Table { return v.cur.Load().table }
 
 // Entries returns the entries being served, in listing order: the
 // table's, minus any hidden by a reserved name. Like Table, they stay
-// valid until the next Swap.
+// valid until the next Install.
 func (v *View) Entries() []*Entry {
 	s := v.cur.Load()
 	out := make([]*Entry, 0, len(s.order))
@@ -165,12 +168,7 @@ func (v *View) Entries() []*Entry {
 	return out
 }
 
-// FUSERoot is the view's root node. Mount the view with View.Mount, which
-// wraps it; mounted with fs.Mount or fs.NewNodeFS instead, it never gives
-// passthrough handles (see View.Mount). A View can be mounted once.
-func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
-
-// MountOptions returns go-fuse options suited to the view: caching per
+// fuseOptions returns go-fuse options suited to the view: caching per
 // Options.CacheTimeout, 1 MiB writes, the writeback cache (with
 // Options.Writeback, not with Passthrough), CAP_HANDLE_KILLPRIV_V2, POSIX and flock
 // locks forwarded to the host (kept by the kernel inside the view when
@@ -178,7 +176,7 @@ func (v *View) FUSERoot() fs.InodeEmbedder { return v.root }
 // bits against the caller, since the daemon acts as itself), passthrough
 // disabled unless Options.Passthrough. The caller may adjust the result
 // (AllowOther, DirectMount) before mounting.
-func (v *View) MountOptions() *fs.Options {
+func (v *View) fuseOptions() *fs.Options {
 	t := v.opts.cacheTimeout()
 	if v.watch != nil {
 		t = max(t, watchedCacheTimeout) // nodes the watcher misses say so in each reply
@@ -225,14 +223,19 @@ func (w zapWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Swap replaces the table in one atomic step and takes ownership of t (it is
+// swap replaces the table in one atomic step and takes ownership of t (it is
 // closed when replaced, or by Close). Entries whose name and host inode stay
 // keep their nodes; every other old entry is revoked and its kernel dentry
-// invalidated before Swap returns. Safe from any goroutine that is not a
-// FUSE handler of this view.
-func (v *View) Swap(t *Table) error {
+// invalidated before swap returns. Safe from any goroutine that is not a
+// FUSE handler of this view. Install is its one caller outside tests.
+//
+// The steps, in order: build the snapshot (snapshotOf), publish it, write
+// back what the kernel holds dirty for the leaving roots (writeBack), revoke
+// them (revoke), invalidate the kernel's cache (invalidate), and close the
+// old table.
+func (v *View) swap(t *Table) error {
 	if t == nil {
-		return errors.New("vfs: Swap of a nil table")
+		return errors.New("vfs: swap of a nil table")
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -241,6 +244,41 @@ func (v *View) Swap(t *Table) error {
 		return ErrClosed
 	}
 	old := v.cur.Load()
+	ns := v.snapshotOf(t, old)
+
+	v.closeMu.Lock()
+	v.cur.Store(ns)
+	v.closeMu.Unlock()
+
+	removed, leaving := leavingOf(old, ns)
+	// Open files whose kernel inode is no longer in the tree (renewed, or
+	// renamed over through the view) are reached through the open set.
+	var detached []*node
+	if !testNoOpenDrop {
+		detached = v.openNodesOf(leaving)
+	}
+	v.writeBack(removed, detached)
+	v.revoke(old, removed, leaving)
+	err := v.invalidate(old, ns, removed, detached)
+
+	v.closeMu.Lock()
+	old.table.Close()
+	v.closeMu.Unlock()
+
+	for _, name := range removed {
+		v.log.Info("root revoked", zap.String("entry", name), zap.String("host", old.byName[name].inc.hostPath))
+	}
+	if err != nil {
+		v.log.Warn("swap: kernel invalidation failed", zap.Error(err))
+		return err
+	}
+	return nil
+}
+
+// snapshotOf builds the snapshot of t: entries whose name and host inode
+// stay keep their incarnation (and so their nodes); the others get a new
+// one. Entries with a reserved or placeholder name are hidden.
+func (v *View) snapshotOf(t *Table, old *snapshot) *snapshot {
 	ns := &snapshot{table: t, byName: make(map[string]slot, len(t.Entries()))}
 	for _, e := range t.Entries() {
 		if !validTopName(e.Name) {
@@ -261,40 +299,45 @@ func (v *View) Swap(t *Table) error {
 		ns.byName[e.Name] = slot{inc: inc, entry: e}
 		ns.order = append(ns.order, e.Name)
 	}
+	return ns
+}
 
-	v.closeMu.Lock()
-	v.cur.Store(ns)
-	v.closeMu.Unlock()
-
-	var removed []string
-	leaving := map[*rootInc]bool{}
+// leavingOf returns the names of old whose incarnation is not in ns, and
+// those incarnations.
+func leavingOf(old, ns *snapshot) (removed []string, leaving map[*rootInc]bool) {
+	leaving = map[*rootInc]bool{}
 	for _, name := range old.order {
 		if ns.byName[name].inc != old.byName[name].inc {
 			removed = append(removed, name)
 			leaving[old.byName[name].inc] = true
 		}
 	}
-	// Open files whose kernel inode is no longer in the tree (renewed, or
-	// renamed over through the view) are reached through the open set.
-	var detached []*node
-	if !testNoOpenDrop {
-		detached = v.openNodesOf(leaving)
+	return removed, leaving
+}
+
+// writeBack, under the writeback cache, has the kernel write back what it
+// holds dirty for the leaving roots while the daemon still accepts it:
+// those write(2)s had already succeeded. Writes after this pass and before
+// revocation may still be lost (EIO at write-back, reported by fsync and
+// close).
+func (v *View) writeBack(removed []string, detached []*node) {
+	if !v.writeback() || !v.mounted.Load() || testSkipInvalidate {
+		return
 	}
-	if v.writeback() && v.mounted.Load() && !testSkipInvalidate {
-		// Write back what the kernel holds dirty for the leaving roots
-		// while the daemon still accepts it: those write(2)s had already
-		// succeeded. Writes after this pass and before revocation may
-		// still be lost (EIO at write-back, reported by fsync and close).
-		r := v.root.EmbeddedInode()
-		for _, name := range removed {
-			if ch := r.GetChild(name); ch != nil {
-				dropContent(ch)
-			}
-		}
-		for _, n := range detached {
-			n.NotifyContent(0, -1)
+	r := v.root.EmbeddedInode()
+	for _, name := range removed {
+		if ch := r.GetChild(name); ch != nil {
+			dropContent(ch)
 		}
 	}
+	for _, n := range detached {
+		n.NotifyContent(0, -1)
+	}
+}
+
+// revoke makes every operation on the leaving incarnations fail with
+// ErrRevoked from now on, and forgets their renewed nodes.
+func (v *View) revoke(old *snapshot, removed []string, leaving map[*rootInc]bool) {
 	for _, name := range removed {
 		old.byName[name].inc.revoked.Store(true)
 	}
@@ -304,71 +347,69 @@ func (v *View) Swap(t *Table) error {
 		}
 		return true
 	})
+}
+
+// invalidate drops the kernel's cache of what changed: the removed entries
+// (dentries and every page below them), the open files of leaving roots,
+// the names new in ns (which the kernel may hold as negative entries), and
+// the top level's attributes.
+func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node) error {
+	if !v.mounted.Load() || testSkipInvalidate {
+		return nil
+	}
 	var errs []error
-	if v.mounted.Load() && !testSkipInvalidate {
-		r := v.root.EmbeddedInode()
-		for _, name := range removed {
-			ch := r.GetChild(name)
-			if ch == nil {
-				if errno := r.NotifyEntry(name); !benignNotify(errno) {
-					errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
-				}
-				continue
+	r := v.root.EmbeddedInode()
+	for _, name := range removed {
+		ch := r.GetChild(name)
+		if ch == nil {
+			if errno := r.NotifyEntry(name); !benignNotify(errno) {
+				errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
 			}
-			dropContent(ch)
-			r.RmChild(name)
-			if errno := r.NotifyDelete(name, ch); !benignNotify(errno) {
+			continue
+		}
+		dropContent(ch)
+		r.RmChild(name)
+		if errno := r.NotifyDelete(name, ch); !benignNotify(errno) {
+			errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
+		}
+	}
+	for _, n := range detached {
+		n.NotifyContent(0, -1)
+	}
+	for _, name := range ns.order {
+		if _, existed := old.byName[name]; !existed {
+			if errno := r.NotifyEntry(name); !benignNotify(errno) {
 				errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
 			}
 		}
-		for _, n := range detached {
-			n.NotifyContent(0, -1)
-		}
-		for _, name := range ns.order {
-			if _, existed := old.byName[name]; !existed {
-				if errno := r.NotifyEntry(name); !benignNotify(errno) {
-					errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
-				}
-			}
-		}
-		r.NotifyContent(0, 0) // top-level attributes (nlink, mtime)
 	}
-
-	v.closeMu.Lock()
-	old.table.Close()
-	v.closeMu.Unlock()
-
-	for _, name := range removed {
-		v.log.Info("root revoked", zap.String("entry", name), zap.String("host", old.byName[name].inc.hostPath))
-	}
-	if err := errors.Join(errs...); err != nil {
-		v.log.Warn("swap: kernel invalidation failed", zap.Error(err))
-		return err
-	}
-	return nil
+	r.NotifyContent(0, 0) // top-level attributes (nlink, mtime)
+	return errors.Join(errs...)
 }
 
 // trackOpen records whether n has open handles.
 func (v *View) trackOpen(n *node, open bool) {
-	v.openMu.Lock()
-	defer v.openMu.Unlock()
+	s := &v.open
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !open {
-		delete(v.open, n)
+		delete(s.m, n)
 		return
 	}
-	if v.open == nil {
-		v.open = map[*node]struct{}{}
+	if s.m == nil {
+		s.m = map[*node]struct{}{}
 	}
-	v.open[n] = struct{}{}
+	s.m[n] = struct{}{}
 }
 
 // openNodesOf returns the nodes with open handles of the given
 // incarnations, whether or not they are still in the tree.
 func (v *View) openNodesOf(incs map[*rootInc]bool) []*node {
-	v.openMu.Lock()
-	defer v.openMu.Unlock()
+	s := &v.open
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []*node
-	for n := range v.open {
+	for n := range s.m {
 		if incs[n.inc] {
 			out = append(out, n)
 		}
@@ -376,12 +417,13 @@ func (v *View) openNodesOf(incs map[*rootInc]bool) []*node {
 	return out
 }
 
-// testSkipInvalidate turns off Swap's kernel notifications, for the
-// negative control of the swap tests only (export_test.go).
+// testSkipInvalidate turns off swap's kernel notifications, for the
+// negative control of the swap tests only (set in export_test.go).
 var testSkipInvalidate = false
 
-// testNoOpenDrop makes Swap leave open files outside the tree alone, for
-// the negative control of TestViewRevokeRenewedOpenFile only.
+// testNoOpenDrop makes swap leave open files outside the tree alone, for
+// the negative control of TestViewRevokeRenewedOpenFile only (set in
+// export_test.go).
 var testNoOpenDrop = false
 
 // benignNotify: ENOENT means the kernel had nothing cached; ENOTEMPTY and
@@ -415,7 +457,7 @@ func dropContent(n *fs.Inode) {
 }
 
 // Close revokes every entry and closes the current table. Call it after
-// unmounting; Swap fails with ErrClosed afterwards.
+// unmounting; Install fails with ErrClosed afterwards.
 func (v *View) Close() error {
 	v.mu.Lock()
 	defer v.mu.Unlock()

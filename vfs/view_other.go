@@ -12,9 +12,9 @@ type View struct {
 // NewView returns a view serving an empty table.
 func NewView(opts Options) *View { return &View{opts: opts, t: EmptyTable()} }
 
-// Reserved returns the top-level names the view uses itself.
-func (v *View) Reserved() []string {
-	out := []string{".go-fuse-epoll-hack"}
+// reserved returns the top-level names the view uses itself.
+func (v *View) reserved() []string {
+	out := []string{epollHackName}
 	for _, p := range v.opts.Placeholders {
 		out = append(out, p.Name)
 	}
@@ -24,8 +24,18 @@ func (v *View) Reserved() []string {
 // Table returns the current table.
 func (v *View) Table() *Table { return v.t }
 
-// Swap fails: rootfs needs Linux.
-func (v *View) Swap(t *Table) error { t.Close(); return errNotLinux }
+// swap fails: rootfs needs Linux.
+func (v *View) swap(t *Table) error { t.Close(); return errNotLinux }
 
 // Close closes the current table.
 func (v *View) Close() error { return v.t.Close() }
+
+// Install fails: rootfs needs Linux.
+func (v *View) Install(roots []Root) (*Table, error) {
+	t := BuildTable(roots, TableOptions{Reserved: v.reserved()})
+	t.Close()
+	return t, errNotLinux
+}
+
+// checkMountpoint fails: rootfs needs Linux.
+func (t *Table) checkMountpoint(string) error { return errNotLinux }

@@ -40,9 +40,9 @@ var (
 	_ = (fs.NodeOpendirHandler)((*rootDir)(nil))
 )
 
-// topTimeout is how long the kernel may cache what only a Swap changes:
+// topTimeout is how long the kernel may cache what only an install changes:
 // the top level's attributes and listing, the placeholders, and (with
-// Options.BoundEntries) the entries' names. Swap invalidates each of them
+// Options.BoundEntries) the entries' names. Install invalidates each of them
 // when it changes, so the length only bounds how long an unused dentry
 // stays cached.
 const topTimeout = watchedCacheTimeout
@@ -73,7 +73,7 @@ func (r *rootDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 	s := r.v.cur.Load()
 	out.Nlink = uint32(2 + len(s.order) + len(r.v.placeholders))
 	setTimes(&out.Attr, r.v.start.Unix())
-	out.SetTimeout(topTimeout) // Swap sends NotifyContent on the top level
+	out.SetTimeout(topTimeout) // Install sends NotifyContent on the top level
 	return 0
 }
 
@@ -94,7 +94,7 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	}
 	ch, err := r.lookupEntry(ctx, name, out)
 	if err == nil && r.v.opts.BoundEntries {
-		// Only a Swap changes which node a name is, and Swap invalidates
+		// Only an install changes which node a name is, and it invalidates
 		// what it changes: fewer revalidations, each one a chance to lose
 		// the entry's bind.
 		out.SetEntryTimeout(topTimeout)
@@ -157,7 +157,7 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 }
 
 // OpendirHandle lets the kernel cache the listing (FOPEN_CACHE_DIR): it
-// changes only at a Swap, which drops the cache (NotifyContent of the top
+// changes only at an install, which drops the cache (NotifyContent of the top
 // level drops its pages, where the kernel keeps the listing).
 func (r *rootDir) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	ds, errno := r.Readdir(ctx)

@@ -78,9 +78,10 @@ func KpathMain(m *testing.M) int {
 }
 
 // KpathView, set by TestMain, serves the project's vfs.View instead of
-// the synthetic top level when kpathConfig.View is set: it returns the
-// go-fuse root and options, and a swap function taking root paths.
-var KpathView func() (root fs.InodeEmbedder, opts *fs.Options, swap func(paths []string) error)
+// the synthetic top level when kpathConfig.View is set: it mounts the view
+// at mnt (the view mounts itself) and returns its unmount, and a swap
+// function taking root paths.
+var KpathView func(mnt string) (unmount func() error, swap func(paths []string) error, err error)
 
 // ---- the synthetic file system ----
 
@@ -168,19 +169,25 @@ func serverMain() int {
 	}
 	et := cfg.EntryTimeout
 	zero := time.Duration(0)
-	var root fs.InodeEmbedder = top
-	opts := &fs.Options{EntryTimeout: &et, AttrTimeout: &et, NegativeTimeout: &zero}
 	var swap func([]string) error
+	var unmount func() error
+	var err error
 	if cfg.View {
-		root, opts, swap = KpathView()
+		unmount, swap, err = KpathView(cfg.Mnt)
+	} else {
+		opts := &fs.Options{EntryTimeout: &et, AttrTimeout: &et, NegativeTimeout: &zero}
+		opts.MountOptions.AllowOther, opts.MountOptions.DirectMount, opts.MountOptions.DirectMountStrict = true, true, true
+		var srv *fuse.Server
+		srv, err = fs.Mount(cfg.Mnt, top, opts)
+		if err == nil {
+			unmount = srv.Unmount
+		}
 	}
-	opts.MountOptions.AllowOther, opts.MountOptions.DirectMount, opts.MountOptions.DirectMountStrict = true, true, true
-	srv, err := fs.Mount(cfg.Mnt, root, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server: mount:", err)
 		return 1
 	}
-	defer srv.Unmount()
+	defer unmount()
 	if swap != nil {
 		if err := swap(cfg.Roots); err != nil {
 			fmt.Fprintln(os.Stderr, "server: swap:", err)

@@ -10,8 +10,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/hanwen/go-fuse/v2/fs"
-
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
@@ -21,16 +19,21 @@ func TestMain(m *testing.M) {
 	os.Exit(linux.KpathMain(m))
 }
 
-// serveView is a View with no host watcher and no kernel caching of
+// serveView mounts a View with no host watcher and no kernel caching of
 // entries (every path walk revalidates the top-level entry), read-write.
-func serveView() (fs.InodeEmbedder, *fs.Options, func([]string) error) {
+func serveView(mnt string) (func() error, func([]string) error, error) {
 	v := vfs.NewView(vfs.Options{NoHostWatch: true, CacheTimeout: -1})
+	m, err := v.Mount(mnt, vfs.MountOptions{AllowOther: true})
+	if err != nil {
+		return nil, nil, err
+	}
 	swap := func(paths []string) error {
 		var roots []vfs.Root
 		for _, p := range paths {
 			roots = append(roots, vfs.Root{URI: p})
 		}
-		return v.Swap(vfs.BuildTable(roots, vfs.TableOptions{Reserved: v.Reserved()}))
+		_, err := v.Install(roots)
+		return err
 	}
-	return v.FUSERoot(), v.MountOptions(), swap
+	return m.Unmount, swap, nil
 }

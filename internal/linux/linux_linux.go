@@ -171,11 +171,6 @@ func SetDumpable(on bool) error {
 	return os.NewSyscallError("prctl(PR_SET_DUMPABLE)", unix.Prctl(unix.PR_SET_DUMPABLE, v, 0, 0, 0))
 }
 
-// SetPdeathsig sets the calling thread's parent-death signal.
-func SetPdeathsig(sig unix.Signal) error {
-	return os.NewSyscallError("prctl(PR_SET_PDEATHSIG)", unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sig), 0, 0, 0))
-}
-
 // LastCap returns the highest capability number the kernel knows.
 func LastCap() (int, error) {
 	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,38 +45,22 @@ func (o *RootsOptions) StaticRoots() ([]vfs.Root, error) {
 	return roots, nil
 }
 
-// ReadRootsFile reads a JSON file shaped like MCP's ListRootsResult.
+// ReadRootsFile reads a JSON file shaped like MCP's ListRootsResult
+// (decoded by vfs.DecodeRoots). A person can fix their file, so a root that
+// the bridge would drop from a client's answer refuses the whole file here.
 func ReadRootsFile(name string) ([]vfs.Root, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("--roots-file: %w", err)
 	}
-	return ParseRootsJSON(data, name)
-}
-
-// ParseRootsJSON decodes {"roots":[{"uri":...,"name":...,"_meta":{...}}]}.
-func ParseRootsJSON(data []byte, source string) ([]vfs.Root, error) {
-	var doc struct {
-		Roots []struct {
-			URI  *string         `json:"uri"`
-			Name string          `json:"name"`
-			Meta json.RawMessage `json:"_meta"`
-		} `json:"roots"`
+	roots, dropped, err := vfs.DecodeRoots(data, vfs.MaxRoots)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: not valid roots JSON (%v); expected {\"roots\":[{\"uri\":\"file:///path\"}]}", source, err)
+	if len(dropped) > 0 {
+		return nil, fmt.Errorf("%s: %v", name, dropped[0])
 	}
-	if doc.Roots == nil {
-		return nil, fmt.Errorf("%s: no \"roots\" array; expected {\"roots\":[{\"uri\":\"file:///path\"}]}", source)
-	}
-	out := make([]vfs.Root, 0, len(doc.Roots))
-	for i, r := range doc.Roots {
-		if r.URI == nil {
-			return nil, fmt.Errorf("%s: roots[%d] has no \"uri\"", source, i)
-		}
-		out = append(out, vfs.Root{URI: *r.URI, Name: r.Name, Meta: r.Meta})
-	}
-	return out, nil
+	return roots, nil
 }
 
 // ViewFlags are the view's speed and freshness flags, shared by "run" and

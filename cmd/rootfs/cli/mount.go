@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
-	"github.com/rootfs-dev/rootfs/mountmgr"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -70,19 +70,19 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	} else {
 		log.Debug("open-file limit", zap.Uint64("nofile", n))
 	}
-	v := vfs.NewView(mo.Options(ro.ReadOnly, log))
-	defer v.Close()
 	// Whoever uses the mount can plant symlinks in its writable roots; a
 	// root re-read on SIGHUP is never resolved through them.
 	written := vfs.NewWriteSet(0)
 	defer written.Close()
-	topts := vfs.TableOptions{Reserved: v.Reserved(), Written: written, ReadOnly: ro.ReadOnly}
-	t := vfs.BuildTable(roots, topts)
-	if err := mountmgr.CheckMountpoint(dir, t, log); err != nil {
-		t.Close()
+	vopts := mo.Options(ro.ReadOnly, log)
+	vopts.Written = written
+	v := vfs.NewView(vopts)
+	defer v.Close()
+	t, err := v.Install(roots)
+	if err != nil {
 		return err
 	}
-	if err := v.Swap(t); err != nil {
+	if err := vfs.CheckMountpoint(dir, t, log); err != nil {
 		return err
 	}
 
@@ -94,7 +94,7 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	m, err := mountmgr.MountView(v, dir, mountmgr.FUSEOptions{AllowOther: mo.AllowOther, Logger: log})
+	m, err := v.Mount(dir, vfs.MountOptions{AllowOther: mo.AllowOther})
 	if err != nil {
 		return err
 	}
@@ -111,14 +111,14 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 		case <-served:
 			return fmt.Errorf("%s was unmounted from outside; stopping", m.Dir())
 		case <-hup:
-			reload(&ro, topts, v, m, stderr, log)
+			reload(&ro, v, stderr, log)
 		}
 	}
 }
 
 // reload re-reads the roots and swaps them in; on any problem the current
 // view stays and the reason is logged.
-func reload(ro *RootsOptions, topts vfs.TableOptions, v *vfs.View, m *mountmgr.FUSEMount, stderr io.Writer, log *zap.Logger) {
+func reload(ro *RootsOptions, v *vfs.View, stderr io.Writer, log *zap.Logger) {
 	if ro.RootsFile == "" {
 		log.Info("sighup: no --roots-file to re-read; keeping the current view")
 		return
@@ -128,13 +128,12 @@ func reload(ro *RootsOptions, topts vfs.TableOptions, v *vfs.View, m *mountmgr.F
 		log.Error("sighup: keeping the current view", zap.Error(err))
 		return
 	}
-	t := vfs.BuildTable(roots, topts)
-	if err := m.CheckTable(t); err != nil {
-		t.Close()
+	t, err := v.Install(roots)
+	if errors.Is(err, vfs.ErrBadMountpoint) {
 		log.Error("sighup: keeping the current view", zap.Error(err))
 		return
 	}
-	if err := v.Swap(t); err != nil {
+	if err != nil {
 		log.Error("sighup: swap", zap.Error(err))
 		return
 	}

@@ -317,10 +317,10 @@ func gitIdentity() ([]string, error) {
 // client declares none: the directory rootfs was started in (Codex and
 // opencode start servers in the project), but never / or the home
 // directory, which would hand the server everything.
-func fallbackRoots(log *zap.Logger) []vfs.Root {
+func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and the working directory is unknown (%v); give --root DIR", ErrUsage, err)
 	}
 	home, _ := os.UserHomeDir()
 	if r, err := filepath.EvalSymlinks(home); err == nil {
@@ -330,11 +330,17 @@ func fallbackRoots(log *zap.Logger) []vfs.Root {
 		cwd = r
 	}
 	if cwd == "/" || cwd == home {
-		log.Warn("no --root, and started in " + cwd + ": a client that declares no roots gets an empty view; pass --root DIR")
-		return nil
+		what := "/"
+		if cwd == home {
+			what = "your home directory"
+		}
+		// Not refused yet: the client may still send roots. The bridge
+		// refuses (NoRoots) once it is clear that it sends none.
+		log.Info("no --root, and started in "+what+", which is never a root: a client that declares no roots is refused; pass --root DIR", zap.String("dir", cwd))
+		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and rootfs was started in %s (%s), which it will not serve whole; give --root DIR", ErrUsage, cwd, what)
 	}
 	log.Info("no --root: the working directory is the root if the client declares none", zap.String("dir", cwd))
-	return []vfs.Root{{URI: cwd}}
+	return []vfs.Root{{URI: cwd}}, nil
 }
 
 // runDaemon is P1: it owns the view, the bridge and the sandbox.
@@ -354,16 +360,20 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	bridgeStatic := static
+	bridgeStatic, noRoots := static, error(nil)
 	if len(static) == 0 {
-		bridgeStatic = fallbackRoots(log)
+		bridgeStatic, noRoots = fallbackRoots(log)
 	}
-	var places []vfs.Placeholder
-	for _, p := range mountmgr.Placeholders(spec) {
-		places = append(places, vfs.Placeholder{Name: p.Name, Symlink: p.Symlink})
+	// What the server can write, or could earlier, is never resolved
+	// through: the writable roots of every table, and read-write binds.
+	written, err := writtenSet(spec)
+	if err != nil {
+		return err
 	}
+	defer written.Close()
 	vopts := rf.run.Options(rf.roots.ReadOnly, log)
-	vopts.Placeholders = places
+	vopts.Placeholders = mountmgr.Placeholders(spec)
+	vopts.Allow, vopts.Written = rf.run.Allow, written
 	kernelPath := !rf.run.Strict
 	if kernelPath {
 		if err := mountmgr.KernelPathSupported(); err != nil {
@@ -374,32 +384,23 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	vopts.BoundEntries = kernelPath
 	view := vfs.NewView(vopts)
 	defer view.Close()
-	topts := vfs.TableOptions{Allow: rf.run.Allow, Reserved: view.Reserved(), ReadOnly: rf.roots.ReadOnly}
-	// What the server can write, or could earlier, is never resolved
-	// through: the writable roots of every table, and read-write binds.
-	written, err := writtenSet(spec)
-	if err != nil {
-		return err
-	}
-	defer written.Close()
-	topts.Written = written
 
 	mnt, cleanup, err := mountmgr.PrivateMountDir()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	first := vfs.BuildTable(static, topts)
+	first, err := view.Install(static)
 	logSkipped(log, first)
+	if err != nil {
+		return err
+	}
 	if inView != nil {
 		if e := first.Lookup(inView.entry); e == nil || e.HostPath != inView.host {
 			return fmt.Errorf("%w: COMMAND's root %s is not /%s in the view (a bind took the name); give COMMAND by its host path", ErrUsage, inView.host, inView.entry)
 		}
 	}
-	if err := view.Swap(first); err != nil {
-		return err
-	}
-	m, err := mountmgr.MountView(view, mnt, mountmgr.FUSEOptions{Logger: log})
+	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
 		return err
 	}
@@ -408,7 +409,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if kernelPath {
 		// Before the sandbox starts: its copy of the view must become a
 		// slave of this one, so the binds laid later reach it.
-		binds, err = mountmgr.NewRootBinds(m, view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log})
+		binds, err = mountmgr.NewRootBinds(m.Dir(), view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log})
 		if err != nil {
 			// A host that refuses the mount calls (a container's seccomp
 			// profile, say): the daemon serves everything, as --strict.
@@ -419,7 +420,6 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		}
 	}
 
-	build := func(roots []vfs.Root) *vfs.Table { return vfs.BuildTable(roots, topts) }
 	spec.NewRoot = m.Dir()
 
 	sigs := make(chan os.Signal, 4)
@@ -439,7 +439,10 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Build, bopts.Static, bopts.Logger = bridgeView{view, m, binds}, build, bridgeStatic, log
+	bopts.View, bopts.Static, bopts.NoRoots, bopts.Logger = view, bridgeStatic, noRoots, log
+	if binds != nil {
+		bopts.View = binds // each install, then the new entries' binds
+	}
 	br, err := mcpbridge.New(bopts)
 	if err != nil {
 		srv.Stdin.Close()
@@ -471,6 +474,8 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	start := time.Now()
 	code := srv.Stop(rf.run.Grace)
 	switch {
+	case noRoots != nil && errors.Is(runErr, noRoots):
+		return runErr // one line, and run's usage status (125)
 	case errors.Is(runErr, mcpbridge.ErrClientClosed):
 		log.Debug("client closed; server stopped", zap.Int("status", code), zap.Duration("took", time.Since(start)))
 	case errors.Is(runErr, mcpbridge.ErrServerClosed):
@@ -479,31 +484,6 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		log.Warn("bridge stopped", zap.Error(runErr))
 	}
 	return &ExitError{Code: code}
-}
-
-// bridgeView adapts the view for the bridge. Every table after the first
-// comes from the client; one that holds the mount point itself (a root of
-// "/", say) would make the view look itself up and deadlock, so it is refused
-// whole and the view stays as it was (the bridge logs the error).
-type bridgeView struct {
-	v     *vfs.View
-	m     *mountmgr.FUSEMount
-	binds *mountmgr.RootBinds // nil: --strict
-}
-
-func (b bridgeView) Table() *vfs.Table { return b.v.Table() }
-
-func (b bridgeView) Swap(t *vfs.Table) error {
-	swap := func() error {
-		if err := b.m.CheckTable(t); err != nil {
-			return err
-		}
-		return b.v.Swap(t)
-	}
-	if b.binds == nil {
-		return swap()
-	}
-	return b.binds.Update(swap) // the swap, then the new entries' binds
 }
 
 // writtenSet starts the session's record of what the server can write with

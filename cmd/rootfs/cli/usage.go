@@ -15,7 +15,8 @@ COMMAND keeps running, and COMMAND's own roots/list is answered with URIs
 inside the view (file:///<entry>). Static roots (--root, --roots-file) are in
 the view before COMMAND starts; client roots arrive after initialize. With
 no --root and a client that declares no roots, the root is the directory
-rootfs was started in (never / or the home directory).
+rootfs was started in; started in / or the home directory, rootfs then
+refuses (125) and asks for --root.
 
 What COMMAND needs to start is bound read-only at the same path (unless
 --no-auto-bind): the executable through PATH and every symlink, its #!

@@ -1,6 +1,6 @@
 //go:build linux
 
-package mountmgr
+package vfs
 
 import (
 	"errors"
@@ -15,16 +15,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
-	"github.com/rootfs-dev/rootfs/vfs"
 )
 
-func table(t *testing.T, paths ...string) *vfs.Table {
+func table(t *testing.T, paths ...string) *Table {
 	t.Helper()
-	var rs []vfs.Root
+	var rs []Root
 	for _, p := range paths {
-		rs = append(rs, vfs.Root{URI: p})
+		rs = append(rs, Root{URI: p})
 	}
-	tb := vfs.BuildTable(rs, vfs.TableOptions{})
+	tb := BuildTable(rs, TableOptions{})
 	t.Cleanup(func() { tb.Close() })
 	if len(tb.Skipped()) > 0 {
 		t.Fatalf("skipped: %v", tb.Skipped()[0].Reason)
@@ -82,7 +81,7 @@ func mountedAt(p string) bool {
 
 // mountTest mounts a view of one root; the test process serves, so the
 // mount is only touched by subprocesses (ls, sh).
-func mountTest(t *testing.T) (m *FUSEMount, root string) {
+func mountTest(t *testing.T) (m *Mount, root string) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
@@ -92,11 +91,11 @@ func mountTest(t *testing.T) (m *FUSEMount, root string) {
 	os.WriteFile(filepath.Join(root, "hello"), []byte("hi"), 0o644)
 	mnt := filepath.Join(top, "mnt")
 	os.Mkdir(mnt, 0o755)
-	v := vfs.NewView(vfs.Options{Logger: zaptest.NewLogger(t)})
-	if err := v.Swap(vfs.BuildTable([]vfs.Root{{URI: root}}, vfs.TableOptions{})); err != nil {
+	v := NewView(Options{Logger: zaptest.NewLogger(t)})
+	if err := v.swap(BuildTable([]Root{{URI: root}}, TableOptions{})); err != nil {
 		t.Fatal(err)
 	}
-	m, err := MountView(v, mnt, FUSEOptions{Logger: zaptest.NewLogger(t)})
+	m, err := v.Mount(mnt, MountOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +113,7 @@ func mountTest(t *testing.T) (m *FUSEMount, root string) {
 func TestMountViewLifecycle(t *testing.T) {
 	m, _ := mountTest(t)
 	if !mountedAt(m.Dir()) {
-		t.Fatalf("not mounted after MountView returned")
+		t.Fatalf("not mounted after Mount returned")
 	}
 	out, err := exec.Command("ls", m.Dir()).Output()
 	if err != nil || string(out) != "r\n" {
@@ -136,7 +135,7 @@ func TestMountViewLifecycle(t *testing.T) {
 	waitOrFail(t, m)
 }
 
-func waitOrFail(t *testing.T, m *FUSEMount) {
+func waitOrFail(t *testing.T, m *Mount) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { m.Wait(); close(done) }()
@@ -182,43 +181,11 @@ func TestMountInsideRootRefused(t *testing.T) {
 	top := t.TempDir()
 	inner := filepath.Join(top, "inner")
 	os.Mkdir(inner, 0o755)
-	v := vfs.NewView(vfs.Options{})
+	v := NewView(Options{})
 	defer v.Close()
-	v.Swap(vfs.BuildTable([]vfs.Root{{URI: top}}, vfs.TableOptions{}))
-	_, err := MountView(v, inner, FUSEOptions{})
+	v.swap(BuildTable([]Root{{URI: top}}, TableOptions{}))
+	_, err := v.Mount(inner, MountOptions{})
 	if !errors.Is(err, ErrBadMountpoint) {
-		t.Fatalf("MountView inside a root: %v, want ErrBadMountpoint", err)
-	}
-}
-
-func TestCheckTableAfterMount(t *testing.T) {
-	m, root := mountTest(t)
-	if err := m.CheckTable(table(t, root)); err != nil {
-		t.Errorf("unrelated root refused: %v", err)
-	}
-	if err := m.CheckTable(table(t, filepath.Dir(m.Dir()))); !errors.Is(err, ErrBadMountpoint) {
-		t.Errorf("root above the mount point: %v, want ErrBadMountpoint", err)
-	}
-}
-
-func TestCheckTableRefusesTheViewItself(t *testing.T) {
-	// A client root that names the mount point, or an entry inside it, would
-	// make the view serve itself. (Resolving such a root from this process
-	// is a stat through the mount, answered by the serving goroutines.)
-	m, _ := mountTest(t)
-	for _, p := range []string{m.Dir(), filepath.Join(m.Dir(), "r")} {
-		tab := table(t, p)
-		if len(tab.Entries()) != 1 {
-			t.Fatalf("%s: table %v (skipped %v)", p, tab.Entries(), tab.Skipped())
-		}
-		if err := m.CheckTable(tab); !errors.Is(err, ErrBadMountpoint) {
-			t.Errorf("root %s inside the view: %v, want ErrBadMountpoint", p, err)
-		}
-		// Negative control: without the view's device number, the
-		// identities recorded before mounting do not catch it.
-		blind := &FUSEMount{dir: m.dir, chain: m.chain}
-		if err := blind.CheckTable(tab); err != nil {
-			t.Errorf("control: the pre-mount identities alone refused %s: %v", p, err)
-		}
+		t.Fatalf("Mount inside a root: %v, want ErrBadMountpoint", err)
 	}
 }

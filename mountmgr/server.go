@@ -1,0 +1,100 @@
+package mountmgr
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ExecError is a server that P2 could not exec (Code 126 or 127). It wraps
+// ErrCommandNotFound or ErrCommandNotExecutable.
+type ExecError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExecError) Error() string { return "exec server: " + e.Msg }
+
+func (e *ExecError) Unwrap() error {
+	if e.Code == 127 {
+		return ErrCommandNotFound
+	}
+	return ErrCommandNotExecutable
+}
+
+// ServerOptions are the optional knobs of StartServer.
+type ServerOptions struct {
+	// Stderr receives the server's stderr and P2's; nil means os.Stderr.
+	Stderr *os.File
+	// Logger receives lifecycle messages; nil means none.
+	Logger *zap.Logger
+}
+
+// Server is the running sandbox (P2, with the wrapped server P3 under it).
+// Wait, Signal and Stop may be called from any goroutine.
+type Server struct {
+	// Stdin is the server's standard input; close it to tell it to finish.
+	Stdin io.WriteCloser
+	// Stdout is the server's standard output (the protocol stream).
+	Stdout io.ReadCloser
+
+	cmd       *exec.Cmd
+	serverPid int // P3's pid inside the PID namespace
+	log       *zap.Logger
+	done      chan struct{} // closed when P2 has been reaped
+	code      int
+}
+
+// Pid returns P2's pid (in P1's PID namespace). Signals sent to it are
+// forwarded to the server; SIGKILL tears the whole sandbox down.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Wait blocks until the sandbox exits and returns the server's exit status
+// (128+n when it died of signal n).
+func (s *Server) Wait() int {
+	<-s.done
+	return s.code
+}
+
+// Signal forwards sig to the server (through P2).
+func (s *Server) Signal(sig os.Signal) error {
+	select {
+	case <-s.done:
+		return os.ErrProcessDone
+	default:
+	}
+	return s.cmd.Process.Signal(sig)
+}
+
+// Stop ends the server: it waits up to grace for it to exit (the caller
+// has usually closed Stdin already), then sends SIGTERM and waits up to
+// grace again, then SIGKILLs P2, which kills everything in the PID
+// namespace. It returns the exit status. A grace of 0 means 500ms, so Stop
+// takes at most about 1s by default.
+func (s *Server) Stop(grace time.Duration) int {
+	if grace <= 0 {
+		grace = 500 * time.Millisecond
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return s.code
+	case <-t.C:
+	}
+	s.log.Debug("server did not exit, sending sigterm")
+	_ = s.Signal(syscall.SIGTERM)
+	t.Reset(grace)
+	select {
+	case <-s.done:
+		return s.code
+	case <-t.C:
+	}
+	s.log.Debug("server did not exit, sending sigkill")
+	_ = s.cmd.Process.Kill()
+	return s.Wait()
+}
