@@ -15,7 +15,7 @@ command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v curl >/dev/null || need_apt+=(curl ca-certificates)
 command -v unzip >/dev/null || need_apt+=(unzip)
-command -v sqlite3 >/dev/null || need_apt+=(sqlite3) # tests: SQLite through a read-only view
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3) # tests: SQLite locks through the view
 # For the tests of completion (bash, zsh, fish), the man page and the
 # packages (installed into a fresh Debian root made by mmdebstrap).
 command -v zsh >/dev/null || need_apt+=(zsh)

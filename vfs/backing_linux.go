@@ -118,31 +118,40 @@ func (v *View) arm() func() {
 }
 
 // rawFS is go-fuse's raw file system for the view, with OPEN, CREATE and
-// TMPFILE armed under Options.Passthrough.
+// TMPFILE armed under Options.Passthrough, the lock owner of FLUSH
+// passed on (locks_linux.go), and directories served without OPENDIR
+// (noopendir_linux.go).
 type rawFS struct {
 	fuse.RawFileSystem
-	v *View
+	v  *View
+	st *rawState // noopendir_linux.go
 }
 
 func (r rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	return r.RawFileSystem.Open(cancel, in, out)
+	st := r.RawFileSystem.Open(cancel, in, out)
+	r.v.openFlags(&out.OpenFlags)
+	return st
 }
 
 func (r rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	return r.RawFileSystem.Create(cancel, in, name, out)
+	st := r.RawFileSystem.Create(cancel, in, name, out)
+	r.v.openFlags(&out.OpenFlags)
+	return st
 }
 
 func (r rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	return r.RawFileSystem.Tmpfile(cancel, in, out)
+	st := r.RawFileSystem.Tmpfile(cancel, in, out)
+	r.v.openFlags(&out.OpenFlags)
+	return st
 }
 
 // serve mounts the view on dir with o (from fuseOptions, adjusted by the
@@ -160,10 +169,12 @@ func (v *View) serve(dir string, o *fs.Options) (*fuse.Server, error) {
 	if err := self.check(v.Table()); err != nil {
 		return nil, err
 	}
-	raw := rawFS{RawFileSystem: fs.NewNodeFS(v.root, o), v: v}
+	raw := rawFS{RawFileSystem: fs.NewNodeFS(v.root, o), v: v, st: &rawState{}}
 	var mo *fuse.MountOptions
 	if o != nil {
-		mo = &o.MountOptions
+		m := o.MountOptions
+		m.ExtraCapabilities |= fuse.CAP_NO_OPENDIR_SUPPORT // served by rawFS only
+		mo = &m
 	}
 	srv, err := fuse.NewServer(raw, dir, mo)
 	if err != nil {

@@ -165,7 +165,12 @@
 // Changes made through the view are seen at once
 // (the kernel updates its own caches; the watcher updates the other nodes
 // of the same host inode, such as nested roots); swaps invalidate
-// explicitly. What the watcher cannot cover (no permission, a file system
+// explicitly. Under [Options].Passthrough the kernel writes in the
+// writer's context, so the watcher cannot tell the view's writes from a
+// host process's by pid: while a file is open for writing through
+// passthrough its modification events are not acted on and its replies
+// are cached for the short timeout, so a host write to the same file in
+// that time shows after at most that timeout (hostwatch_linux.go). What the watcher cannot cover (no permission, a file system
 // without file handles or fsid) is cached for [Options].CacheTimeout
 // (default [DefaultCacheTimeout], 1s), per reply; [Options].NoHostWatch
 // turns the watcher off. Only local file systems are watched (ext4, xfs,
@@ -188,9 +193,9 @@
 // later, and then changes the file through before the view has looked that
 // new name up, leaves the old name stale until the hour runs out; a lookup
 // answered while a host change was being processed is cached for the short
-// timeout only. Close does not round-trip (FOPEN_NOFLUSH, and
-// under the writeback cache FLUSH answers ENOSYS once, after which the
-// kernel stops sending it).
+// timeout only. Close sends FLUSH on a writable view, where it
+// carries the lock owner whose POSIX locks the close drops (see Locks);
+// on a read-only view close does not round-trip (FOPEN_NOFLUSH).
 //
 // Writes go to the daemon as they are made (write-through) unless
 // [Options].Writeback is set (and Passthrough is not). Under the writeback
@@ -229,6 +234,13 @@
 // kernel's value; MaxBackground 64; MaxWrite 1 MiB. Why, with what was
 // measured (and what was tried and dropped): BENCHMARKS.md, "Notes behind
 // the view's settings".
+//
+// Directories are opened without OPENDIR (FUSE_NO_OPENDIR_SUPPORT,
+// noopendir_linux.go): a warm walk sends no request per directory. Files
+// keep OPEN and RELEASE (FUSE_NO_OPEN_SUPPORT is not used: RELEASE is where
+// lock owners and unlinked open files are let go), and on a writable view
+// every close sends FLUSH, which carries the lock owner whose POSIX locks
+// the close drops (see Locks).
 //
 // # Set-ID bits and file capabilities
 //
@@ -273,10 +285,19 @@
 //
 // # Locks
 //
-// On a writable view, flock and POSIX record locks are forwarded to the
-// host: the daemon takes flock or an open-file-description lock on the
-// handle's own host descriptor, so locks taken inside and by host
-// processes exclude each other. On a view with [Options].ReadOnly they are
+// On a writable view, flock and record locks are forwarded to the host,
+// so locks taken inside and by host processes exclude each other. flock
+// is taken on the handle's own host descriptor (per open file
+// description, as natively). Record locks are keyed by the kernel's lock
+// owner: the daemon keeps one host open file description per (file, lock
+// owner) and takes the owner's locks on it as OFD locks, so POSIX locks
+// are per process (two descriptors of one process, such as two SQLite
+// connections, share them; a forked child does not), go when the process
+// closes any descriptor of the file (every close sends FLUSH with the
+// owner while locks are forwarded), and F_GETLK names the holder's pid.
+// A waiting lock is polled so an interrupted waiter returns at once; OFD
+// locks have no deadlock detection, so EDEADLK is never reported. See
+// locks_linux.go for the details and limits. On a view with [Options].ReadOnly they are
 // not: the view does not negotiate lock forwarding (FUSE_POSIX_LOCKS,
 // FUSE_FLOCK_LOCKS), so the kernel keeps flock, POSIX and OFD locks itself,
 // on the view's own inodes. They exclude each other among the processes

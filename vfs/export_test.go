@@ -6,7 +6,8 @@ package vfs
 // the test that proves it; they live beside the code they bend
 // (testSkipInvalidate, testNoOpenDrop: view_linux.go; testNoFDRelief:
 // fdrelief_linux.go; testNoHostEvents: hostwatch_linux.go; testNoKillPriv:
-// view_node_linux.go) and are set only here, each through a function that
+// view_node_linux.go; testPerFDLocks: locks_linux.go; testPassthroughEvents:
+// hostwatch_linux.go; testOpendir: noopendir_linux.go) and are set only here, each through a function that
 // returns the reset.
 
 // setKnob sets *knob to on and returns the func that restores it.
@@ -25,6 +26,9 @@ func setKnobs(cfg serveConfig) (reset func()) {
 		setKnob(&testNoHostEvents, cfg.NoHostEvents),
 		setKnob(&testNoOpenDrop, cfg.NoOpenDrop),
 		setKnob(&testNoKillPriv, cfg.NoKillPriv),
+		setKnob(&testPerFDLocks, cfg.PerFDLocks),
+		setKnob(&testPassthroughEvents, cfg.PassthroughEvents),
+		setKnob(&testOpendir, cfg.KeepOpendir),
 	}
 	return func() {
 		for _, r := range resets {

@@ -58,6 +58,13 @@ type serveConfig struct {
 	NoHostEvents bool
 	NoOpenDrop   bool // negative control of TestViewRevokeRenewedOpenFile
 	NoKillPriv   bool // negative control of the set-ID tests (testNoKillPriv)
+	PerFDLocks   bool // negative control of the lock-owner tests (testPerFDLocks)
+	// PassthroughEvents: the watcher acts on the view's own passthrough
+	// writes (negative control of TestViewPassthroughOwnWrites).
+	PassthroughEvents bool
+	// KeepOpendir: OPENDIR is served as before FUSE_NO_OPENDIR_SUPPORT
+	// (negative control of TestViewWarmWalkNoDirRequests).
+	KeepOpendir bool
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -70,6 +77,9 @@ func TestMain(m *testing.M) {
 	}
 	if a := os.Getenv("ROOTFS_VFS_ATTACK"); a != "" {
 		os.Exit(attackMain(a))
+	}
+	if os.Getenv("ROOTFS_VFS_LOCKER") != "" {
+		os.Exit(lockerMain())
 	}
 	os.Exit(m.Run())
 }
@@ -149,6 +159,11 @@ func serveMain(cfgJSON string) int {
 					continue
 				}
 				fmt.Println("ok")
+			case "notified":
+				// The host watcher's notifications so far.
+				fmt.Println(testNotified.Load())
+			case "dirrequests":
+				fmt.Println(testDirRequests.Load())
 			case "fds":
 				// Descriptors left after the garbage collector ran the
 				// cleanups of unreachable nodes.
@@ -315,9 +330,11 @@ func (s *server) stop() {
 	s.in.Close()
 	done := make(chan struct{})
 	go func() { s.cmd.Wait(); close(done) }()
+	// A hang guard, not a timing assertion: on a loaded 2-core machine the
+	// server's unmount (go-fuse retries a busy one) has taken over 10s.
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		s.cmd.Process.Kill()
 		<-done
 	}

@@ -98,6 +98,19 @@ type hostWatch struct {
 	mu    sync.Mutex
 	devs  map[uint64]devWatch
 	nodes map[string][]weak.Pointer[node] // handle key -> nodes
+
+	// Writable passthrough handles (see passthroughWriter): the nodes
+	// with any (ptNodes, *node -> *ptWindow, read on every reply of a
+	// passthrough view), under ptMu.
+	ptMu      sync.Mutex
+	ptHandles map[*fileHandle]struct{}
+	ptNodes   sync.Map
+}
+
+// ptWindow is a node's time with writable passthrough handles.
+type ptWindow struct {
+	handles  int
+	deferred bool // a modification was not acted on
 }
 
 type devWatch struct {
@@ -404,10 +417,113 @@ func (v *View) shortTimeout() time.Duration { return v.opts.cacheTimeout() }
 
 // shortCache reports whether the kernel may cache n only for the short
 // timeout although the mount's defaults are long: the watcher does not
-// cover n, or it has stopped.
+// cover n, or it has stopped, or n is open for writing through passthrough
+// (its modifications are not acted on meanwhile: see passthroughWriter).
 func (n *node) shortCache() bool {
-	return n.v.watch != nil && (!n.watched || n.v.watch.dead.Load())
+	return n.v.watch != nil && (!n.watched || n.v.watch.dead.Load() || n.v.watch.ptWriting(n))
 }
+
+// Under passthrough the kernel writes to the backing file itself, in the
+// writer's context, so fanotify reports the writer's pid and not the
+// daemon's, and the watcher would take every write made through the view
+// for a host change: drop the file's attributes, pages and dentry (a
+// notification per write, and a LOOKUP and GETATTR more after each). The
+// kernel already knows these writes (it updates the size and drops its
+// cached attributes after each one, and passthrough reads and mappings go
+// to the backing file, not the page cache). So while a node has writable
+// passthrough handles, its modification events are not acted on: the
+// kernel's attributes are dropped once when the first such handle opens,
+// every reply meanwhile is cached for the short timeout only (a host
+// process writing the same file is seen after it, as without the
+// watcher), and the last close drops attributes and pages once if a
+// modification came in between. Events that are not plain modifications
+// (attribute changes, renames, deletion) are acted on as always. A handle
+// of the same file that is not passthrough (a set-ID file, opened while
+// privileged) may read pages cached before a host write in that time.
+
+// passthroughWriter records h, a handle the kernel writes through itself.
+func (v *View) passthroughWriter(h *fileHandle) {
+	w := v.watch
+	if w == nil || !h.writable || testPassthroughEvents {
+		return
+	}
+	w.ptMu.Lock()
+	if w.ptHandles == nil {
+		w.ptHandles = map[*fileHandle]struct{}{}
+	}
+	w.ptHandles[h] = struct{}{}
+	pw, _ := w.ptNodes.Load(h.n)
+	first := pw == nil
+	if first {
+		pw = &ptWindow{}
+		w.ptNodes.Store(h.n, pw)
+	}
+	pw.(*ptWindow).handles++
+	w.ptMu.Unlock()
+	if first {
+		// Attributes cached for long before the window would outlive a
+		// host change made during it (whose event is not acted on).
+		w.gen.Add(1)
+		go w.notify(action{n: h.n}) // never from the OPEN handler itself
+	}
+}
+
+// passthroughClosed is passthroughWriter's release.
+func (v *View) passthroughClosed(h *fileHandle) {
+	w := v.watch
+	if w == nil {
+		return
+	}
+	w.ptMu.Lock()
+	if _, ok := w.ptHandles[h]; !ok {
+		w.ptMu.Unlock()
+		return
+	}
+	delete(w.ptHandles, h)
+	v0, _ := w.ptNodes.Load(h.n)
+	pw := v0.(*ptWindow)
+	pw.handles--
+	last := pw.handles == 0
+	if last {
+		w.ptNodes.Delete(h.n)
+	}
+	w.ptMu.Unlock()
+	if last && pw.deferred {
+		w.gen.Add(1)
+		go w.notify(action{n: h.n, data: true}) // never from the RELEASE handler itself
+	}
+}
+
+// ptWriting reports whether n has writable passthrough handles.
+func (w *hostWatch) ptWriting(n *node) bool {
+	if !n.v.opts.Passthrough {
+		return false
+	}
+	_, ok := w.ptNodes.Load(n)
+	return ok
+}
+
+// ptDefer reports whether a modification of n is left to the kernel (n is
+// open for writing through passthrough), noting that one came.
+func (w *hostWatch) ptDefer(n *node, mask uint64) bool {
+	if mask&^(unix.FAN_MODIFY|unix.FAN_ONDIR) != 0 || !w.ptWriting(n) {
+		return false
+	}
+	w.ptMu.Lock()
+	defer w.ptMu.Unlock()
+	if pw, ok := w.ptNodes.Load(n); ok {
+		pw.(*ptWindow).deferred = true
+		return true
+	}
+	return false
+}
+
+// testPassthroughEvents acts on every modification event, as before the
+// passthrough windows: the negative control of TestViewPassthroughOwnWrites.
+var testPassthroughEvents = false
+
+// testNotified counts the watcher's notifications (read by the tests).
+var testNotified atomic.Int64
 
 // cacheTimes sets the reply's timeouts for a node the watcher does not
 // cover; the mount's defaults (long) apply to the others.
@@ -531,7 +647,9 @@ func (w *hostWatch) event(acts []action, mask uint64, self bool, info []byte) []
 		switch {
 		case typ == unix.FAN_EVENT_INFO_TYPE_FID:
 			for _, n := range nodes {
-				acts = append(acts, action{n: n, data: data, reLookup: reLookup && n.kind == syscall.S_IFREG})
+				if !w.ptDefer(n, mask) {
+					acts = append(acts, action{n: n, data: data, reLookup: reLookup && n.kind == syscall.S_IFREG})
+				}
 			}
 		case typ == unix.FAN_EVENT_INFO_TYPE_DFID_NAME && name != "" && name != ".":
 			for _, d := range nodes {
@@ -539,7 +657,7 @@ func (w *hostWatch) event(acts []action, mask uint64, self bool, info []byte) []
 					acts = append(acts, action{n: d, entry: name, data: true})
 				}
 				if ch := d.GetChild(name); ch != nil {
-					if cn, ok := ch.Operations().(*node); ok {
+					if cn, ok := ch.Operations().(*node); ok && !w.ptDefer(cn, mask) {
 						acts = append(acts, action{n: cn, data: data, reLookup: reLookup && cn.kind == syscall.S_IFREG})
 					}
 				} else if mask&direntEvents == 0 {
@@ -587,6 +705,7 @@ func (w *hostWatch) everything() []action {
 }
 
 func (w *hostWatch) notify(a action) {
+	testNotified.Add(1)
 	in := a.n.EmbeddedInode()
 	var errno syscall.Errno
 	if a.entry != "" {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -516,6 +517,119 @@ func TestViewHostMount(t *testing.T) {
 			}
 			if ok, got, after := poll(listing("under"), s.Mnt, false); !ok {
 				t.Errorf("unmount not seen after %v: %s", after, got)
+			}
+		})
+	}
+}
+
+// notified returns how many notifications the server's host watcher sent.
+func (s *server) notified() int64 {
+	s.t.Helper()
+	fmt.Fprintln(s.in, "notified")
+	if !s.out.Scan() {
+		s.t.Fatal("server gone")
+	}
+	n, err := strconv.ParseInt(s.out.Text(), 10, 64)
+	if err != nil {
+		s.t.Fatalf("notified: %q", s.out.Text())
+	}
+	return n
+}
+
+// TestViewPassthroughOwnWrites: under passthrough the kernel writes to the
+// backing file in the writer's context, so fanotify reports the writer and
+// not the daemon. Writes made through the view must not make the host
+// watcher drop the file's caches (one notification at most for the whole
+// open, against one per write in the control, which acts on every
+// event). A host process writing the same file meanwhile is still seen
+// through the view, and the content is right after close.
+func TestViewPassthroughOwnWrites(t *testing.T) {
+	const writes = 20
+	for _, control := range []bool{false, true} {
+		name := "passthrough"
+		if control {
+			name = "control"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := hostTree(t)
+			r := mkdir(t, filepath.Join(h, "r"))
+			host := write(t, filepath.Join(r, "f"), "")
+			gate := write(t, filepath.Join(r, "g"), "")
+			s := serve(t, serveConfig{Roots: []string{r}, Passthrough: true, PassthroughEvents: control})
+			if !s.Passthrough {
+				testSkipPassthrough(t)
+			}
+			in, inGate := filepath.Join(s.Mnt, "r", "f"), filepath.Join(s.Mnt, "r", "g")
+			os.Stat(in)
+			// barrier waits until the watcher has handled every event so far:
+			// it changes g's mode on the host and waits for the view to show it.
+			mode := os.FileMode(0o600)
+			barrier := func() {
+				t.Helper()
+				os.Stat(inGate)
+				mode ^= 0o040
+				if err := os.Chmod(gate, mode); err != nil {
+					t.Fatal(err)
+				}
+				ok, _, _ := poll(func(string) (bool, string) {
+					fi, err := os.Stat(inGate)
+					return err == nil && fi.Mode().Perm() == mode, ""
+				}, s.Mnt, false)
+				if !ok {
+					t.Fatal("the host watcher did not show a host chmod")
+				}
+			}
+			barrier()
+			n0 := s.notified()
+			barrier()
+			gateCost := s.notified() - n0
+
+			n0 = s.notified()
+			f, err := os.OpenFile(in, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range writes {
+				if _, err := f.WriteAt([]byte("x"), int64(i)); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond) // mostly one event each, not merged in the queue
+			}
+			barrier()
+			cost := s.notified() - n0 - gateCost
+			t.Logf("%d writes through the view: %d notifications", writes, cost)
+			switch {
+			case !control && cost > 1:
+				t.Errorf("%d writes through the view made the host watcher send %d notifications, want at most 1", writes, cost)
+			case control && cost < 3:
+				t.Errorf("control: %d writes made only %d notifications: the test shows nothing", writes, cost)
+			}
+
+			// A host write meanwhile is seen through the view (after the
+			// kernel has cached the attributes the writes left).
+			if fi, err := os.Stat(in); err != nil || fi.Size() != writes {
+				t.Fatalf("size through the view after the writes: %v, %v", fi, err)
+			}
+			hf, err := os.OpenFile(host, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hf.WriteString("host")
+			hf.Close()
+			ok, got, after := poll(func(string) (bool, string) {
+				fi, err := os.Stat(in)
+				if err != nil {
+					return false, err.Error()
+				}
+				return fi.Size() == writes+4, fmt.Sprint(fi.Size())
+			}, s.Mnt, false)
+			if !ok {
+				t.Errorf("a host append while the view has the file open for writing: size %s through the view after %v, want %d", got, after, writes+4)
+			}
+			f.Close()
+			data, err := os.ReadFile(in)
+			if want := strings.Repeat("x", writes) + "host"; err != nil || string(data) != want {
+				t.Errorf("after close: %q, %v; want %q", data, err, want)
 			}
 		})
 	}

@@ -15,7 +15,15 @@ import (
 // posixSkip lists posixtest cases that cannot pass against the view, and why.
 // XAttrLarge skips itself when the backing file system (ext4 here) refuses
 // large values.
-var posixSkip = map[string]string{}
+//
+// FcntlFlockLocksFile asserts that a POSIX lock taken through one
+// descriptor refuses a lock through a second descriptor of the same
+// process: that is per-descriptor locking, not POSIX (one process is one
+// lock owner), and the view keys locks by the kernel's lock owner on
+// purpose (locks_linux.go; TestViewLockOwners checks the POSIX cases).
+var posixSkip = map[string]string{
+	"FcntlFlockLocksFile": "asserts per-descriptor locking; POSIX locks are per process (locks_linux.go)",
+}
 
 // TestPosix runs go-fuse's POSIX suite against an entry of the view, each
 // case in a fresh directory of the root: with strict revocation and 1s

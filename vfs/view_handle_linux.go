@@ -92,6 +92,7 @@ func (h *fileHandle) PassthroughFd() (int, bool) {
 	if !h.n.v.lowerForBacking() {
 		return -1, false
 	}
+	h.n.v.passthroughWriter(h)
 	return h.fd, true
 }
 
@@ -128,15 +129,21 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 	return uint32(max(k, 0)), h.errno("write", err)
 }
 
-// Flush is reached only under the writeback cache (FOPEN_NOFLUSH otherwise),
-// where the kernel has already written the dirty pages back and reports
-// their errors itself. ENOSYS makes it stop sending FLUSH at all, so close
-// costs no round trip; locks are released by their own requests.
+// Flush drops the POSIX locks of the closing lock owner (locks_linux.go)
+// and reports nothing else: close of a revoked handle succeeds, and under
+// the writeback cache the kernel has already written the dirty pages back
+// and reports their errors itself. While the view forwards locks every
+// close sends FLUSH; otherwise it is reached only under the writeback
+// cache (FOPEN_NOFLUSH), where ENOSYS makes the kernel stop sending it.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
-	if h.n.v.writeback() {
-		return syscall.ENOSYS
+	if !h.n.v.forwardsLocks() {
+		if h.n.v.writeback() {
+			return syscall.ENOSYS
+		}
+		return h.errno("flush", h.n.live())
 	}
-	return h.errno("flush", h.n.live())
+	h.flushLocks(ctx)
+	return 0
 }
 
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
@@ -162,10 +169,13 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	}
 	h.n.hmu.Lock()
 	delete(h.n.handles, h)
-	if len(h.n.handles) == 0 {
+	last := len(h.n.handles) == 0
+	if last {
 		h.n.v.trackOpen(h.n, false)
 	}
 	h.n.hmu.Unlock()
+	h.releaseLocks(last)
+	h.n.v.passthroughClosed(h)
 	return h.errno("release", syscall.Close(h.fd))
 }
 
@@ -200,18 +210,13 @@ func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode
 	return h.errno("fallocate", unix.Fallocate(h.fd, mode, int64(off), int64(size)))
 }
 
-// Locks are open-file-description locks (or flock) on the host descriptor,
-// so they are coherent with host processes and released when the handle is.
-// A read-only view never negotiates lock forwarding (MountOptions): the
-// kernel keeps its locks inside the view, so a sandboxed reader cannot
-// block a host process. Should a request reach the daemon anyway, it is
-// refused rather than taken on the host.
-const (
-	ofdGetlk  = 36 // F_OFD_GETLK
-	ofdSetlk  = 37 // F_OFD_SETLK
-	ofdSetlkw = 38 // F_OFD_SETLKW
-)
-
+// Record locks are keyed by the kernel's lock owner (locks_linux.go);
+// flock is taken on the handle's own host descriptor, so it is per open
+// file description and released with the handle. A read-only view never
+// negotiates lock forwarding (MountOptions): the kernel keeps its locks
+// inside the view, so a sandboxed reader cannot block a host process.
+// Should a request reach the daemon anyway, it is refused rather than
+// taken on the host.
 func (h *fileHandle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) syscall.Errno {
 	if h.n.v.opts.ReadOnly {
 		return syscall.ENOLCK
@@ -219,22 +224,25 @@ func (h *fileHandle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock,
 	if err := h.n.live(); err != nil {
 		return h.errno("getlk", err)
 	}
+	if !testPerFDLocks {
+		return h.getLock(owner, lk, out)
+	}
 	var flk syscall.Flock_t
 	lk.ToFlockT(&flk)
-	err := syscall.FcntlFlock(uintptr(h.fd), ofdGetlk, &flk)
+	err := syscall.FcntlFlock(uintptr(h.fd), unix.F_OFD_GETLK, &flk)
 	out.FromFlockT(&flk)
 	return h.errno("getlk", err)
 }
 
 func (h *fileHandle) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return h.setLock(lk, flags, false)
+	return h.setLock(ctx, owner, lk, flags, false)
 }
 
 func (h *fileHandle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
-	return h.setLock(lk, flags, true)
+	return h.setLock(ctx, owner, lk, flags, true)
 }
 
-func (h *fileHandle) setLock(lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
+func (h *fileHandle) setLock(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
 	if h.n.v.opts.ReadOnly && lk.Typ != syscall.F_UNLCK {
 		return syscall.ENOLCK
 	}
@@ -258,20 +266,25 @@ func (h *fileHandle) setLock(lk *fuse.FileLock, flags uint32, wait bool) syscall
 		}
 		return h.errno("flock", syscall.Flock(h.fd, op))
 	}
+	if !testPerFDLocks {
+		return h.setRecordLock(ctx, owner, lk, wait)
+	}
 	var flk syscall.Flock_t
 	lk.ToFlockT(&flk)
-	cmd := ofdSetlk
+	cmd := unix.F_OFD_SETLK
 	if wait {
-		cmd = ofdSetlkw
+		cmd = unix.F_OFD_SETLKW
 	}
 	return h.errno("setlk", syscall.FcntlFlock(uintptr(h.fd), cmd, &flk))
 }
 
 // dirHandle is an open directory: a getdents stream on a descriptor opened
-// through the node's O_PATH descriptor, at the first read. A listing the
-// kernel has cached (FOPEN_CACHE_DIR) sends OPENDIR and RELEASEDIR but no
-// READDIR, so opening lazily spares each of those round trips an openat,
-// a buffer and a close.
+// through the node's O_PATH descriptor, at the first read. Where the kernel
+// opens directories itself (FUSE_NO_OPENDIR_SUPPORT), rawFS makes one for
+// each READDIR (noopendir_linux.go); otherwise a listing the kernel has
+// cached (FOPEN_CACHE_DIR) sends OPENDIR and RELEASEDIR but no READDIR, and
+// opening lazily spares each of those round trips an openat, a buffer and
+// a close.
 type dirHandle struct {
 	n  *node
 	mu sync.Mutex

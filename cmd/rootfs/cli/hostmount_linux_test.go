@@ -48,7 +48,10 @@ func knobBinary(t *testing.T, knob string, before ...func(*testing.T)) string {
 	os.Chmod(dir, 0o755)
 	p := filepath.Join(dir, "rootfs")
 	args := []string{"build", "-o", p}
-	if knob != "" {
+	switch {
+	case strings.Contains(knob, "="): // pkg.var=value, another package's knob
+		args = append(args, "-ldflags", "-X github.com/rootfs-dev/rootfs/"+knob)
+	case knob != "":
 		args = append(args, "-ldflags", "-X github.com/rootfs-dev/rootfs/mountmgr.testKnob="+knob)
 	}
 	out, err := exec.Command(goTool, append(args, "github.com/rootfs-dev/rootfs/cmd/rootfs")...).CombinedOutput()
