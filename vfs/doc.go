@@ -150,10 +150,14 @@
 //
 // # Caching
 //
-// The top level itself (its attributes, its listing, the placeholders)
-// changes only at an install, which invalidates what it changes; the kernel
-// caches it for an hour (FOPEN_CACHE_DIR for the listing), so a tool that
-// lists / costs no round trip after the first.
+// The top level itself (its attributes, the placeholders and, on the
+// kernel data path, the entries' names) changes only at an install, which
+// invalidates what it changes; the kernel caches them for an hour. Its
+// listing is not cached (FOPEN_CACHE_DIR): the kernel continues a listing
+// whose cache an install dropped with an uncached READDIR at the same
+// offset, which mixed two tables in one listing in the swap-under-load test
+// (e2e TestDataPathSwapUnderLoad); each listing of / is one OPENDIR,
+// READDIRPLUS, READDIR and RELEASEDIR.
 //
 // Where the daemon may use fanotify filesystem marks (root in the initial
 // user namespace; see hostwatch_linux.go), a host watcher reports every

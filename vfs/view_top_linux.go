@@ -37,11 +37,10 @@ var (
 	_ = (fs.NodeRemovexattrer)((*rootDir)(nil))
 	_ = (fs.NodeGetxattrer)((*rootDir)(nil))
 	_ = (fs.NodeListxattrer)((*rootDir)(nil))
-	_ = (fs.NodeOpendirHandler)((*rootDir)(nil))
 )
 
 // topTimeout is how long the kernel may cache what only an install changes:
-// the top level's attributes and listing, the placeholders, and (with
+// the top level's attributes, the placeholders, and (with
 // Options.BoundEntries) the entries' names. Install invalidates each of them
 // when it changes, so the length only bounds how long an unused dentry
 // stays cached.
@@ -155,58 +154,6 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 	ch, _ := v.newChild(ctx, r.EmbeddedInode(), nil, name, sl.inc, fd, &st, renew, out)
 	return ch, nil
 }
-
-// OpendirHandle lets the kernel cache the listing (FOPEN_CACHE_DIR): it
-// changes only at an install, which drops the cache (NotifyContent of the top
-// level drops its pages, where the kernel keeps the listing).
-func (r *rootDir) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	ds, errno := r.Readdir(ctx)
-	if errno != 0 {
-		return nil, 0, errno
-	}
-	return &topListing{ds: ds, r: r}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
-}
-
-// topListing is an open top level: the snapshot listed at OPENDIR.
-type topListing struct {
-	r  *rootDir
-	ds fs.DirStream
-}
-
-var (
-	_ = (fs.FileReaddirenter)((*topListing)(nil))
-	_ = (fs.FileSeekdirer)((*topListing)(nil))
-	_ = (fs.FileReleasedirer)((*topListing)(nil))
-)
-
-func (t *topListing) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if !t.ds.HasNext() {
-		return nil, 0
-	}
-	e, errno := t.ds.Next()
-	return &e, errno
-}
-
-// Seekdir to 0 (rewinddir) lists the current snapshot again; the kernel
-// asks for other offsets only within one listing, which the list stream
-// serves.
-func (t *topListing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if off == 0 {
-		ds, errno := t.r.Readdir(ctx)
-		if errno != 0 {
-			return errno
-		}
-		t.ds.Close()
-		t.ds = ds
-		return 0
-	}
-	if sd, ok := t.ds.(fs.FileSeekdirer); ok {
-		return sd.Seekdir(ctx, off)
-	}
-	return syscall.ENOTSUP
-}
-
-func (t *topListing) Releasedir(ctx context.Context, releaseFlags uint32) { t.ds.Close() }
 
 func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	s := r.v.cur.Load()
