@@ -211,9 +211,23 @@ func serverEverythingJS() string {
 	return filepath.Join(nodeModules(), "@modelcontextprotocol", "server-everything", "dist", "index.js")
 }
 
-// wrap returns the command line that runs argv under "rootfs run" with flags.
+// dataPaths are rootfs run's two data paths. Tests that must hold on both
+// loop over them; every other test runs on the one ROOTFS_TEST_MODE names
+// ("strict", or the default, "kernel"), and CI runs the package once per
+// mode.
+var dataPaths = []struct {
+	name  string
+	flags []string
+}{{"kernel", []string{"--strict=false"}}, {"strict", []string{"--strict"}}}
+
+// wrap returns the command line that runs argv under "rootfs run" with flags
+// (after the data path ROOTFS_TEST_MODE asks for, so flags can override it).
 func wrap(rootfs string, flags []string, argv ...string) []string {
-	out := append([]string{rootfs, "run"}, flags...)
+	out := []string{rootfs, "run"}
+	if os.Getenv("ROOTFS_TEST_MODE") == "strict" {
+		out = append(out, "--strict")
+	}
+	out = append(out, flags...)
 	out = append(out, "--")
 	return append(out, argv...)
 }

@@ -110,9 +110,10 @@ func connectAs(t *testing.T, ctx context.Context, argv []string, cred *syscall.C
 }
 
 type nestedMode struct {
-	name string
-	uid  uint32
-	cred *syscall.Credential
+	name  string
+	uid   uint32
+	cred  *syscall.Credential
+	flags []string // the data path's flag (dataPaths)
 }
 
 // nestedModes are root and, where the machine allows it, nobody in an
@@ -121,16 +122,24 @@ type nestedMode struct {
 func nestedModes(t *testing.T) []nestedMode {
 	t.Helper()
 	testutil.RequireRoot(t)
-	modes := []nestedMode{{name: "root"}}
-	st, err := os.Stat("/dev/fuse")
-	if err != nil {
-		return modes
+	users := []nestedMode{{name: "root"}}
+	if st, err := os.Stat("/dev/fuse"); err == nil {
+		if st.Mode().Perm()&0o006 != 0o006 {
+			must(t, os.Chmod("/dev/fuse", 0o666))
+			t.Cleanup(func() { os.Chmod("/dev/fuse", st.Mode().Perm()) })
+		}
+		users = append(users, nestedMode{name: "nobody", uid: 65534, cred: &syscall.Credential{Uid: 65534, Gid: 65534}})
 	}
-	if st.Mode().Perm()&0o006 != 0o006 {
-		must(t, os.Chmod("/dev/fuse", 0o666))
-		t.Cleanup(func() { os.Chmod("/dev/fuse", st.Mode().Perm()) })
+	var modes []nestedMode
+	for _, u := range users {
+		for _, p := range dataPaths {
+			m := u
+			m.name += "/" + p.name
+			m.flags = p.flags
+			modes = append(modes, m)
+		}
 	}
-	return append(modes, nestedMode{name: "nobody", uid: 65534, cred: &syscall.Credential{Uid: 65534, Gid: 65534}})
+	return modes
 }
 
 // unprivilegedRefused skips when rootfs refused to start as nobody because
@@ -184,7 +193,7 @@ func TestNestedRootListChanged(t *testing.T) {
 				h := newNestedHost(t, m.uid)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, nil, naive), m.cred, fileRoot(h.ws), fileRoot(h.app))
+				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, m.flags, naive), m.cred, fileRoot(h.ws), fileRoot(h.app))
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -257,7 +266,7 @@ func TestNestedRootBeforeInitialize(t *testing.T) {
 				h := newNestedHost(t, m.uid)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				flags := []string{"--root", h.ws, "--ro-bind", filepath.Dir(naive)}
+				flags := append([]string{"--root", h.ws, "--ro-bind", filepath.Dir(naive)}, m.flags...)
 				argv := wrap(rootfs, flags, "/bin/sh", "-c", h.plantScript()+" && exec "+naive)
 				_, cs, stderr, err := connectAs(t, ctx, argv, m.cred, fileRoot(h.app))
 				unprivilegedRefused(t, m, err, stderr)

@@ -70,9 +70,26 @@
 // bind of a host path (runtime directories, /etc files, device nodes,
 // --bind/--ro-bind) private right after mounting it: a host mount below
 // one of them would otherwise appear in the sandbox, and without the
-// bind's ro,nosuid,nodev. The view's rbind keeps what P1 gave it (private
-// today), so mounts below a root reach the sandbox only through the view,
-// or through a bind P1 lays over a view entry and propagates on purpose.
+// bind's ro,nosuid,nodev. The view's rbind keeps what P1 gave it, so
+// mounts below a root reach the sandbox only through the view, or through
+// a root's bind.
+//
+// # The kernel data path (rootbinds_linux.go)
+//
+// By default P1 makes its view mount shared (a new peer group; P1's / stays
+// a slave, so nothing reaches the host) before StartServer, so P2's copy,
+// made a slave by its MS_REC|MS_SLAVE, receives what P1 mounts on the view
+// later; nothing P2 mounts comes back. RootBinds then lays, after every
+// swap and under the lock that serialises swaps, a bind of each entry's
+// pinned descriptor over the entry (open_tree(OPEN_TREE_CLONE|
+// AT_RECURSIVE), mount_setattr nosuid,nodev[,rdonly] on the detached tree,
+// move_mount onto the entry resolved through P1's own view), checks that
+// the entry shows the pinned inode, and follows P1's mount table to lay
+// again a bind the kernel dropped. The clone of a slave mount is a slave
+// of the same master, so host mounts and unmounts below a root keep
+// reaching the sandbox. Removal needs nothing here: the view's
+// FUSE_NOTIFY_DELETE detaches the bind everywhere. docs/kernel-data-path.md
+// has the kernel facts and their tests.
 //
 // # Identity
 //

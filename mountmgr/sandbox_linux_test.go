@@ -36,6 +36,7 @@ type p1Config struct {
 	Spec   Spec   // NewRoot is filled in by P1
 	Action string // "" (wait for the server) or "stop"
 	FUSE   bool   // serve the real view (vfs) at the private mount point, Data as its one root
+	Kernel bool   // with FUSE: the kernel data path (RootBinds lays /data's bind)
 }
 
 const (
@@ -88,7 +89,7 @@ func p1Main() int {
 	}
 	if cfg.FUSE {
 		// The product path: the view, with Data as its root entry "data".
-		view := vfs.NewView(vfs.Options{Placeholders: Placeholders(&spec)})
+		view := vfs.NewView(vfs.Options{Placeholders: Placeholders(&spec), BoundEntries: cfg.Kernel})
 		defer view.Close()
 		if _, err := view.Install([]vfs.Root{{URI: cfg.Data}}); err != nil {
 			fmt.Fprintln(os.Stderr, "p1:", err)
@@ -100,6 +101,17 @@ func p1Main() int {
 			return 125
 		}
 		defer m.Unmount()
+		if cfg.Kernel {
+			b, err := NewRootBinds(m.Dir(), view, RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "p1:", err)
+				return 125
+			}
+			defer b.Close()
+			if strings.HasPrefix(cfg.Action, "relay") {
+				return relayCheck(mnt, cfg.Data)
+			}
+		}
 	} else if cfg.Data != "" {
 		d := filepath.Join(mnt, "data")
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -367,9 +379,24 @@ func TestProbeBattery(t *testing.T) {
 		testutil.RequireFUSE(t)
 		probeBattery(t, true)
 	})
+	t.Run("kernel", func(t *testing.T) {
+		testutil.RequireFUSE(t)
+		requireKernelPath(t)
+		probeBattery(t, true, true)
+	})
 }
 
-func probeBattery(t *testing.T, fuse bool) {
+// requireKernelPath skips where the kernel data path cannot work (Linux
+// before 5.12); rootfs run falls back to the daemon path there.
+func requireKernelPath(t *testing.T) {
+	t.Helper()
+	if err := KernelPathSupported(); err != nil {
+		testutil.Skip(t, err.Error())
+	}
+}
+
+func probeBattery(t *testing.T, fuse bool, kernel ...bool) {
+	kpath := len(kernel) > 0 && kernel[0]
 	f := newFixture(t)
 	victim := strconv.Itoa(f.victim.Process.Pid)
 
@@ -430,7 +457,7 @@ func probeBattery(t *testing.T, fuse bool) {
 
 	// Inside: stderr is the terminal (what P3 inherits), the dir fd leaks into P0.
 	spec := f.spec(f.probeArgs(victim + ",{P1PID}")...)
-	inOut, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec, FUSE: fuse}, extraFiles: []*os.File{f.secretD}, stderr: slave})
+	inOut, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec, FUSE: fuse, Kernel: kpath}, extraFiles: []*os.File{f.secretD}, stderr: slave})
 	if code != 0 {
 		t.Fatalf("sandboxed probe exit status %d, output:\n%s", code, inOut)
 	}
@@ -470,20 +497,26 @@ func TestMountTable(t *testing.T) {
 	t.Run("dir", func(t *testing.T) { mountTable(t, false) })
 	t.Run("fuse", func(t *testing.T) {
 		testutil.RequireFUSE(t)
-		mountTable(t, true)
+		mountTable(t, true, false)
+	})
+	t.Run("kernel", func(t *testing.T) {
+		testutil.RequireFUSE(t)
+		requireKernelPath(t)
+		mountTable(t, true, true)
 	})
 }
 
-func mountTable(t *testing.T, fuse bool) {
+func mountTable(t *testing.T, fuse bool, kernel ...bool) {
+	kpath := len(kernel) > 0 && kernel[0]
 	f := newFixture(t)
 	spec := f.spec("mountinfo")
-	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec, FUSE: fuse}})
+	out, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec, FUSE: fuse, Kernel: kpath}})
 	if code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
 	t.Logf("mountinfo inside:\n%s", out)
 	want := map[string]bool{"/": true, "/etc": true, "/dev": true, "/dev/shm": true, "/proc": true, "/tmp": true,
-		"/var": true, f.probe: true, "/data": !fuse} // with the view, /data is an entry, not a mount
+		"/var": true, f.probe: true, "/data": !fuse || kpath} // with the view, /data is an entry, not a mount (but for its bind on the kernel path)
 	// Host paths allowed as a bind's root: the command itself (never its
 	// directory) and the data root.
 	hostOK := map[string]bool{f.probe: true, f.data: true}

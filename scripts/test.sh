@@ -39,6 +39,9 @@ fi
 echo "== go test (all packages, one test binary at a time)" >&2
 go test -count=1 -p 1 -timeout 30m ./...
 
+echo "== go test: end-to-end and run-level tests again on the --strict data path" >&2
+ROOTFS_TEST_MODE=strict go test -count=1 -p 1 -timeout 30m ./e2e/ ./cmd/...
+
 echo "== go test -race (unit and bridge tests)" >&2
 go test -count=1 -race -short -timeout 15m ./vfs/ ./mcpbridge/
 

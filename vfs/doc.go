@@ -119,7 +119,45 @@
 // closed, because the daemon cannot revoke a passthrough handle. Its other
 // operations (fstat, fsync, locks) still fail with EIO.
 //
+// # The kernel data path
+//
+// With [Options].BoundEntries (rootfs run's default; --strict turns it
+// off) each entry is covered by a bind mount of its pinned host directory
+// or file, made by mountmgr (mountmgr.RootBinds) from the descriptor
+// pinned when the root was admitted (open_tree(OPEN_TREE_CLONE|
+// AT_RECURSIVE), nosuid,nodev and for read-only views rdonly set with
+// mount_setattr on the detached tree, then move_mount), and the kernel
+// serves everything below it, checked against the caller's own
+// credentials; the view decides only which entries exist. The design
+// relies on three kernel behaviours (Linux 5.12+, tested in
+// internal/linux, see docs/kernel-data-path.md): FUSE_NOTIFY_DELETE of an
+// entry detaches every mount on it, in every namespace, before it returns
+// (d_invalidate, then detach_mounts); a revalidating LOOKUP answered with
+// the same node id keeps the mount, any other answer or any error but
+// ENOMEM/EINTR drops it (the entry then falls back to this FUSE path,
+// which serves the same root, until mountmgr lays the bind again); and
+// flags set with mount_setattr on the detached tree cannot be cleared by
+// a process without CAP_SYS_ADMIN over the namespace. The view therefore
+// never invalidates a kept entry (an install notifies only removed and new
+// names), and answers a kept entry's lookup from memory with the same
+// node, never failing (no descriptor is duplicated, so no EMFILE, and a
+// file entry's node is never renewed), cached until the next install.
+// Revocation is then of names only: a removed root's path is ENOENT as
+// soon as Install returns, while descriptors and working directories opened
+// before keep working until closed. On a kernel older than 5.12
+// (mount_setattr missing) rootfs run says so in one info line and serves
+// everything through the daemon, as with --strict.
+//
 // # Caching
+//
+// The top level itself (its attributes, the placeholders and, on the
+// kernel data path, the entries' names) changes only at an install, which
+// invalidates what it changes; the kernel caches them for an hour. Its
+// listing is not cached (FOPEN_CACHE_DIR): the kernel continues a listing
+// whose cache an install dropped with an uncached READDIR at the same
+// offset, which mixed two tables in one listing in the swap-under-load test
+// (e2e TestDataPathSwapUnderLoad); each listing of / is one OPENDIR,
+// READDIRPLUS, READDIR and RELEASEDIR.
 //
 // Where the daemon may use fanotify filesystem marks (root in the initial
 // user namespace; see hostwatch_linux.go), a host watcher reports every

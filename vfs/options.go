@@ -72,6 +72,14 @@ type Options struct {
 	// cached for CacheTimeout. With NoHostWatch everything is cached for
 	// CacheTimeout.
 	NoHostWatch bool
+	// BoundEntries says that every entry will be covered by a bind mount
+	// of its pinned host directory or file (mountmgr.RootBinds, the kernel
+	// data path), so that the kernel, not the view, serves what is below
+	// it. The view then never drops a kept entry's dentry by itself (which
+	// would detach its bind): a kept entry's lookup is answered from
+	// memory with the same node, and cached until the next Install. See
+	// "The kernel data path" in the package documentation.
+	BoundEntries bool
 
 	// The rules of View.Install (see TableOptions). Allow, when non-empty,
 	// admits only roots at or beneath these directories (--allow).

@@ -156,6 +156,18 @@ func (v *View) reserved() []string {
 // stays valid until the next Install.
 func (v *View) Table() *Table { return v.cur.Load().table }
 
+// Entries returns the entries being served, in listing order: the
+// table's, minus any hidden by a reserved name. Like Table, they stay
+// valid until the next Install.
+func (v *View) Entries() []*Entry {
+	s := v.cur.Load()
+	out := make([]*Entry, 0, len(s.order))
+	for _, name := range s.order {
+		out = append(out, s.byName[name].entry)
+	}
+	return out
+}
+
 // fuseOptions returns go-fuse options suited to the view: caching per
 // Options.CacheTimeout, 1 MiB writes, the writeback cache (with
 // Options.Writeback, not with Passthrough), CAP_HANDLE_KILLPRIV_V2, POSIX and flock

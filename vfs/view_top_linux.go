@@ -39,6 +39,13 @@ var (
 	_ = (fs.NodeListxattrer)((*rootDir)(nil))
 )
 
+// topTimeout is how long the kernel may cache what only an install changes:
+// the top level's attributes, the placeholders, and (with
+// Options.BoundEntries) the entries' names. Install invalidates each of them
+// when it changes, so the length only bounds how long an unused dentry
+// stays cached.
+const topTimeout = watchedCacheTimeout
+
 // OnAdd builds the placeholders as persistent children.
 func (r *rootDir) OnAdd(ctx context.Context) {
 	r.v.mounted.Store(true)
@@ -65,6 +72,7 @@ func (r *rootDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 	s := r.v.cur.Load()
 	out.Nlink = uint32(2 + len(s.order) + len(r.v.placeholders))
 	setTimes(&out.Attr, r.v.start.Unix())
+	out.SetTimeout(topTimeout) // Install sends NotifyContent on the top level
 	return 0
 }
 
@@ -79,9 +87,17 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 			ga.Getattr(ctx, nil, &a)
 			out.Attr = a.Attr
 		}
+		out.SetEntryTimeout(topTimeout) // placeholders never change
+		out.SetAttrTimeout(topTimeout)
 		return ch, 0
 	}
 	ch, err := r.lookupEntry(ctx, name, out)
+	if err == nil && r.v.opts.BoundEntries {
+		// Only an install changes which node a name is, and it invalidates
+		// what it changes: fewer revalidations, each one a chance to lose
+		// the entry's bind.
+		out.SetEntryTimeout(topTimeout)
+	}
 	return ch, r.v.toErrno("lookup", err)
 }
 
@@ -89,6 +105,27 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 	v := r.v
 	v.closeMu.RLock()
 	sl, ok := v.cur.Load().byName[name]
+	if ok && v.opts.BoundEntries {
+		if old := r.GetChild(name); old != nil {
+			if on, same := old.Operations().(*node); same && on.inc == sl.inc {
+				// A kept entry, maybe covered by its bind: answer with the
+				// same node and never fail, since any other answer makes
+				// the kernel invalidate the dentry and detach the bind.
+				// No descriptor is duplicated (EMFILE) and the node is not
+				// renewed; the attributes come from the pinned descriptor.
+				var st syscall.Stat_t
+				if syscall.Fstat(sl.entry.FD(), &st) == nil && on.same(&st) {
+					out.Attr.FromStat(&st)
+					out.Ino = old.StableAttr().Ino
+				} else {
+					out.Mode = old.StableAttr().Mode | 0o555
+				}
+				v.closeMu.RUnlock()
+				on.cacheTimes(out)
+				return old, nil
+			}
+		}
+	}
 	var fd int
 	var err error
 	if ok {
@@ -201,6 +238,7 @@ func (p *placeholderDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse
 	out.Mode = syscall.S_IFDIR | 0o555
 	out.Nlink = 2
 	setTimes(&out.Attr, p.t.Unix())
+	out.SetTimeout(topTimeout)
 	return 0
 }
 func (p *placeholderDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -225,6 +263,7 @@ func (p *placeholderLink) Getattr(ctx context.Context, f fs.FileHandle, out *fus
 	out.Nlink = 1
 	out.Size = uint64(len(p.target))
 	setTimes(&out.Attr, p.t.Unix())
+	out.SetTimeout(topTimeout)
 	return 0
 }
 func (p *placeholderLink) Readlink(ctx context.Context) ([]byte, syscall.Errno) {

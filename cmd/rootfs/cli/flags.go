@@ -25,7 +25,7 @@ type RootsOptions struct {
 func (o *RootsOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.Roots, "root", nil, "a root: a directory or file `PATH`, or a file:// URI (repeatable)")
 	f.StringVar(&o.RootsFile, "roots-file", "", "read roots from `FILE`, JSON like {\"roots\":[{\"uri\":\"file:///src\",\"name\":\"src\"}]}")
-	f.BoolVar(&o.ReadOnly, "read-only", false, "refuse every change through the view (EROFS); file locks then stay inside the view and never block host processes")
+	f.BoolVar(&o.ReadOnly, "read-only", false, "refuse every change through the view (EROFS); with --strict or in rootfs mount, file locks then stay inside the view and never block host processes")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
 }
 

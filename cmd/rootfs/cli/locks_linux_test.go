@@ -15,7 +15,8 @@ import (
 
 // TestSQLiteTwoConnections: two SQLite connections in one process commit on
 // a database in a root, through `rootfs mount` and inside `rootfs run`
-// (testutil.SQLiteTwoConnectionsScript). The control is a binary linked
+// (testutil.SQLiteTwoConnectionsScript), on the daemon path (--strict) and
+// on the kernel data path. The control is a binary linked
 // with the per-descriptor locking the view had before, where the second
 // connection's write fails with "database is locked".
 func TestSQLiteTwoConnections(t *testing.T) {
@@ -26,8 +27,11 @@ func TestSQLiteTwoConnections(t *testing.T) {
 		t.Skip("sqlite3 not installed (Debian package sqlite3)")
 	}
 	bins := map[bool]string{false: knobBinary(t, ""), true: knobBinary(t, "vfs.testLockKnob=per-fd")}
-	for _, how := range []string{"mount", "run"} {
+	for _, how := range []string{"mount", "run", "run-kernel-path"} {
 		for _, control := range []bool{false, true} {
+			if control && how == "run-kernel-path" {
+				continue // the kernel's own locks: no view code to control
+			}
 			name := how
 			if control {
 				name += "/per-fd-control"
@@ -57,12 +61,12 @@ func TestSQLiteTwoConnections(t *testing.T) {
 						t.Fatalf("not mounted:\n%s", p.output())
 					}
 					out, err = testutil.SQLiteTwoConnections(sqlite, filepath.Join(mnt, "r", "db"))
-				case "run":
+				case "run", "run-kernel-path":
 					script := strings.Replace(testutil.SQLiteTwoConnectionsScript, "%s", "/r/db", 1)
 					if err := os.WriteFile(filepath.Join(r, "script.sql"), []byte(script), 0o644); err != nil {
 						t.Fatal(err)
 					}
-					_, stderr, code := runAs(t, bins[control], 0, 0, "run", "--root", r, "--", "/bin/sh", "-c",
+					_, stderr, code := runAs(t, bins[control], 0, 0, "run", "--root", r, "--strict="+fmt.Sprint(how == "run"), "--", "/bin/sh", "-c",
 						"sqlite3 /r/db < /r/script.sql > /r/out 2>&1; echo $? > /r/status")
 					if code != 0 {
 						t.Fatalf("rootfs run: exit %d\n%s", code, stderr)

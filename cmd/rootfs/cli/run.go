@@ -34,6 +34,7 @@ type RunOptions struct {
 	ViewFlags
 	TmpSize string
 	Grace   time.Duration
+	Strict  bool
 }
 
 // AddFlags registers the flags on f.
@@ -48,6 +49,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.GitIdentity, "git-identity", false, "pass git's user.name and user.email (GIT_AUTHOR_*, GIT_COMMITTER_*) and safe.directory=* (GIT_CONFIG_*) to the server, without showing ~/.gitconfig")
 	o.ViewFlags.AddFlags(f)
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
+	f.BoolVar(&o.Strict, "strict", false, "serve every file operation through the daemon (open files of a removed root fail with EIO at once) instead of letting the kernel serve what is below each root through a bind mount")
 	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
 }
 
@@ -401,6 +403,14 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	vopts := rf.run.Options(rf.roots.ReadOnly, log)
 	vopts.Placeholders = mountmgr.Placeholders(spec)
 	vopts.Allow, vopts.Written = rf.run.Allow, written
+	kernelPath := !rf.run.Strict
+	if kernelPath {
+		if err := mountmgr.KernelPathSupported(); err != nil {
+			log.Info("this kernel cannot serve roots through bind mounts (needs Linux 5.12); every file operation goes through the daemon, as with --strict", zap.Error(err))
+			kernelPath = false
+		}
+	}
+	vopts.BoundEntries = kernelPath
 	view := vfs.NewView(vopts)
 	defer view.Close()
 
@@ -428,6 +438,20 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		return err
 	}
 	defer m.Unmount()
+	var binds *mountmgr.RootBinds
+	if kernelPath {
+		// Before the sandbox starts: its copy of the view must become a
+		// slave of this one, so the binds laid later reach it.
+		binds, err = mountmgr.NewRootBinds(m.Dir(), view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log})
+		if err != nil {
+			// A host that refuses the mount calls (a container's seccomp
+			// profile, say): the daemon serves everything, as --strict.
+			log.Info("roots cannot be served through bind mounts here; every file operation goes through the daemon, as with --strict", zap.Error(err))
+			binds = nil
+		} else {
+			defer binds.Close() // before the unmount
+		}
+	}
 
 	spec.NewRoot = m.Dir()
 
@@ -449,6 +473,9 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
 	bopts.View, bopts.Static, bopts.NoRoots, bopts.Logger = view, bridgeStatic, noRoots, log
+	if binds != nil {
+		bopts.View = binds // each install, then the new entries' binds
+	}
 	br, err := mcpbridge.New(bopts)
 	if err != nil {
 		srv.Stdin.Close()
