@@ -7,7 +7,7 @@ package vfs
 // (testSkipInvalidate, testNoOpenDrop: view_linux.go; testNoFDRelief:
 // fdrelief_linux.go; testNoHostEvents: hostwatch_linux.go; testNoKillPriv:
 // view_node_linux.go; testPerFDLocks: locks_linux.go; testPassthroughEvents:
-// hostwatch_linux.go; testOpendir: noopendir_linux.go) and are set only here, each through a function that
+// hostwatch_linux.go; testOpendir: noopendir_linux.go; testTopPlainOffsets: toplist_linux.go) and are set only here, each through a function that
 // returns the reset.
 
 // setKnob sets *knob to on and returns the func that restores it.
@@ -29,6 +29,7 @@ func setKnobs(cfg serveConfig) (reset func()) {
 		setKnob(&testPerFDLocks, cfg.PerFDLocks),
 		setKnob(&testPassthroughEvents, cfg.PassthroughEvents),
 		setKnob(&testOpendir, cfg.KeepOpendir),
+		setKnob(&testTopPlainOffsets, cfg.TopPlainOffsets),
 	}
 	return func() {
 		for _, r := range resets {

@@ -48,7 +48,10 @@ type serveConfig struct {
 	NoFile       uint64
 	NoFDRelief   bool
 	Placeholders []Placeholder
-	CacheTimeout time.Duration
+	// TopPlainOffsets: top-level listings continue by position in the
+	// current table (negative control of TestViewTopListingOneTable).
+	TopPlainOffsets bool
+	CacheTimeout    time.Duration
 	// NoInvalidate turns off Swap's kernel notifications (negative control).
 	NoInvalidate bool
 	// NoHostWatch turns the host watcher off (Options.NoHostWatch);

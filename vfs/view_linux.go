@@ -47,7 +47,8 @@ type View struct {
 	closeMu sync.RWMutex
 	cur     atomic.Pointer[snapshot] // never nil; immutable once stored
 
-	relief reliefState // the descriptor relief (fdrelief_linux.go)
+	relief   reliefState // the descriptor relief (fdrelief_linux.go)
+	topLists topLists    // recent listings of the top level (toplist_linux.go)
 
 	profile *os.File // ProfileEnv; guarded by mu
 

@@ -156,6 +156,12 @@ func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryO
 }
 
 func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	return &topStream{r: r}, 0 // toplist_linux.go
+}
+
+// list is the top level now: the current snapshot's entries, then the
+// placeholders.
+func (r *rootDir) list() []fuse.DirEntry {
 	s := r.v.cur.Load()
 	list := make([]fuse.DirEntry, 0, len(s.order)+len(r.v.opts.Placeholders))
 	for _, name := range s.order {
@@ -180,7 +186,7 @@ func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		list = append(list, fuse.DirEntry{Name: p.Name, Mode: mode, Ino: ino})
 	}
-	return fs.NewListDirStream(list), 0
+	return list
 }
 
 func (r *rootDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
