@@ -54,17 +54,6 @@ type RootBinds struct {
 	done chan struct{}
 }
 
-// RootBindsOptions configure NewRootBinds.
-type RootBindsOptions struct {
-	// ReadOnly makes every bind (and the host mounts below it) read-only.
-	ReadOnly bool
-	// Logger receives what happens to the binds; nil means zap.NewNop().
-	Logger *zap.Logger
-	// NoWatch turns off re-laying binds the kernel dropped (for tests that
-	// show the drop).
-	NoWatch bool
-}
-
 // NewRootBinds makes the view's mount at dir shared (call it before StartServer,
 // so the sandbox's copy becomes its slave), lays a bind over every entry
 // of v, and follows the namespace's mount table to lay again a bind the

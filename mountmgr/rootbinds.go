@@ -1,0 +1,14 @@
+package mountmgr
+
+import "go.uber.org/zap"
+
+// RootBindsOptions configure NewRootBinds.
+type RootBindsOptions struct {
+	// ReadOnly makes every bind (and the host mounts below it) read-only.
+	ReadOnly bool
+	// Logger receives what happens to the binds; nil means zap.NewNop().
+	Logger *zap.Logger
+	// NoWatch turns off re-laying binds the kernel dropped (for tests that
+	// show the drop).
+	NoWatch bool
+}

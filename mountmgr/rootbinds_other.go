@@ -1,0 +1,23 @@
+//go:build !linux
+
+package mountmgr
+
+import "github.com/rootfs-dev/rootfs/vfs"
+
+// KernelPathSupported reports that the kernel data path needs Linux.
+func KernelPathSupported() error { return errNotLinux }
+
+// RootBinds needs Linux.
+type RootBinds struct{}
+
+// NewRootBinds fails off Linux.
+func NewRootBinds(string, *vfs.View, RootBindsOptions) (*RootBinds, error) { return nil, errNotLinux }
+
+// Install fails off Linux.
+func (b *RootBinds) Install([]vfs.Root) (*vfs.Table, error) { return nil, errNotLinux }
+
+// Table is nil off Linux.
+func (b *RootBinds) Table() *vfs.Table { return nil }
+
+// Close does nothing off Linux.
+func (b *RootBinds) Close() {}
