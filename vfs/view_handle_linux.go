@@ -213,7 +213,7 @@ func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode
 // Record locks are keyed by the kernel's lock owner (locks_linux.go);
 // flock is taken on the handle's own host descriptor, so it is per open
 // file description and released with the handle. A read-only view never
-// negotiates lock forwarding (MountOptions): the kernel keeps its locks
+// negotiates lock forwarding (fuseOptions): the kernel keeps its locks
 // inside the view, so a sandboxed reader cannot block a host process.
 // Should a request reach the daemon anyway, it is refused rather than
 // taken on the host.
