@@ -102,23 +102,7 @@ func writeAtomic(name string, data []byte, st fs.FileInfo) error {
 		}
 	}()
 	f := os.NewFile(uintptr(fd), filepath.Join(dir, tmp))
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(st.Mode().Perm()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := keepOwner(f, st); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := fill(f, data, st); err != nil {
 		return err
 	}
 	if err := unix.Renameat(dfd, tmp, dfd, base); err != nil {

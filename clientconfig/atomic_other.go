@@ -18,23 +18,7 @@ func writeAtomic(name string, data []byte, st fs.FileInfo) error {
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp) // after a successful rename this finds nothing
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(st.Mode().Perm()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := keepOwner(f, st); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := fill(f, data, st); err != nil {
 		return err
 	}
 	return os.Rename(tmp, name)
