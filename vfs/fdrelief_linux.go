@@ -98,6 +98,9 @@ func (v *View) prune() int {
 			}
 			seen[ch] = true
 			if _, ok := ch.Operations().(*node); !ok {
+				if _, synth := ch.Operations().(*rootDir); synth {
+					walk(ch) // host layout: entries lie below
+				}
 				continue
 			}
 			walk(ch)

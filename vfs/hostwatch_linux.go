@@ -244,6 +244,18 @@ func (w *hostWatch) remounted(changed []string) {
 			}
 			w.gen.Add(1)
 			parent, child := r, name
+			if dir, base := splitKey(name); dir != "" {
+				// The entry's synthetic directory, if the kernel knows it.
+				for _, c := range strings.Split(dir, "/") {
+					if parent = parent.GetChild(c); parent == nil {
+						break
+					}
+				}
+				if parent == nil {
+					continue
+				}
+				child = base
+			}
 			for _, c := range strings.Split(rel, "/") {
 				if c == "" {
 					continue

@@ -24,6 +24,8 @@ func (v *View) Install(roots []Root) (*Table, error) {
 		Reserved: v.reserved(),
 		Written:  v.opts.Written,
 		ReadOnly: v.opts.ReadOnly,
+		Layout:   v.opts.Layout,
+		Beneath:  v.opts.Beneath,
 	})
 	if self := v.self.Load(); self != nil {
 		if err := self.check(t); err != nil {

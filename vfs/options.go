@@ -23,12 +23,16 @@ var ErrClosed = errors.New("view closed")
 // that would put the view inside itself (View.Install).
 var ErrBadMountpoint = errors.New("bad mount point")
 
-// Placeholder is a top-level name the view provides itself, for the sandbox
-// to mount its runtime directories on: an empty read-only directory, or a
-// symlink when Symlink is set ("bin" -> "usr/bin").
+// Placeholder is a name the view provides itself, for the sandbox to mount
+// its runtime directories and binds on: an empty read-only directory, an
+// empty read-only file when File is set (a single-file bind), or a symlink
+// when Symlink is set ("bin" -> "usr/bin"). In flat layout Name is a
+// top-level name; in host layout it may be a path relative to /
+// ("home/me/.nvm/versions/node/v20"), below synthetic directories.
 type Placeholder struct {
 	Name    string
-	Symlink string // empty: a directory
+	Symlink string // empty: a directory (or a file, with File)
+	File    bool
 }
 
 // Options configure a View. The zero value is a read-write view with no
@@ -80,6 +84,12 @@ type Options struct {
 	// memory with the same node, and cached until the next Install. See
 	// "The kernel data path" in the package documentation.
 	BoundEntries bool
+
+	// Layout is where each root appears (TableOptions.Layout): flat, the
+	// zero value, or host. Placeholders are reserved paths in host layout;
+	// Beneath lists those below which roots may still appear.
+	Layout  Layout
+	Beneath []string
 
 	// The rules of View.Install (see TableOptions). Allow, when non-empty,
 	// admits only roots at or beneath these directories (--allow).

@@ -129,6 +129,48 @@ type TableOptions struct {
 	// ReadOnly says the table's roots will be served read-only, so they do
 	// not add to Written.
 	ReadOnly bool
+	// Layout says where each root appears: LayoutFlat (the zero value) at
+	// /<Name>, LayoutHost at its own path. In host layout Reserved holds
+	// paths relative to / ("usr", "home/me/.nvm/v20"), and a root at, above
+	// or below one of them appears under its flat name instead (see
+	// Entry.Displaced), except below those named in Beneath.
+	Layout Layout
+	// Beneath lists the reserved paths under which a root may still appear
+	// at its own path in host layout ("tmp": the sandbox's private /tmp
+	// shows roots below it).
+	Beneath []string
+}
+
+// Layout says where a root appears in the view.
+type Layout int
+
+const (
+	// LayoutFlat puts each root at /<name>, its last path element made
+	// unique: short paths that say nothing of the host.
+	LayoutFlat Layout = iota
+	// LayoutHost puts each root at its own host path, below synthetic
+	// read-only directories that list only what leads to a root, so that
+	// the paths a client names work unchanged.
+	LayoutHost
+)
+
+// String is the flag value: "flat" or "host".
+func (l Layout) String() string {
+	if l == LayoutHost {
+		return "host"
+	}
+	return "flat"
+}
+
+// ParseLayout reads a --layout value.
+func ParseLayout(s string) (Layout, error) {
+	switch s {
+	case "host":
+		return LayoutHost, nil
+	case "flat":
+		return LayoutFlat, nil
+	}
+	return LayoutFlat, fmt.Errorf("layout %q: want host (each root at its own path) or flat (each root at /NAME)", s)
 }
 
 // DefaultWriteLimit is the number of distinct writable directories a WriteSet
@@ -229,10 +271,24 @@ func (w *WriteSet) matchLocked(extra map[fileID]bool) func(dev, ino uint64) bool
 // Entry is one top-level entry of the view. An Entry belongs to its Table and
 // is immutable.
 type Entry struct {
-	// Name is the entry's name in the view: the last element of the resolved
+	// Name is the entry's flat name: the last element of the resolved
 	// host path ("root" for "/"), with "-2", "-3"... appended in list order
-	// when names collide.
+	// when names collide. It is where the entry appears in flat layout, and
+	// in host layout when Displaced.
 	Name string
+	// ViewPath is where the entry appears in the view, relative to its /
+	// without a leading slash: Name in flat layout; in host layout the
+	// root's own path as the client spelled it (lexically cleaned, symlinks
+	// not resolved), or Name when Displaced.
+	ViewPath string
+	// Displaced, in host layout, says why the root is not at its own path
+	// (it is /, holds or lies in a directory the sandbox provides itself);
+	// nil otherwise.
+	Displaced error
+	// Covered, in host layout, says the root lies inside another entry of
+	// the table: it is reached through that one (same path, same files)
+	// and is not an entry of its own in the view.
+	Covered bool
 	// HostPath is the resolved host path at the time the table was built.
 	// It is for messages and logs only; the view never accesses it by name.
 	HostPath string
@@ -244,6 +300,8 @@ type Entry struct {
 	fd       int // pinned O_PATH descriptor, owned by the table
 	dev, ino uint64
 	mode     uint32
+	lexical  string // the root's cleaned path before resolution
+	host     bool   // placed at its own path (host layout, not displaced)
 }
 
 // FD returns the entry's pinned O_PATH descriptor. It is owned by the table
@@ -255,10 +313,20 @@ func (e *Entry) FD() int { return e.fd }
 func (e *Entry) Ident() (dev, ino uint64) { return e.dev, e.ino }
 
 // ViewURI returns the file:// URI under which the entry appears inside the
-// sandbox, whose / is the view.
+// sandbox, whose / is the view: the client's own URI, verbatim, for a root
+// at its own path (a path from a flag becomes a file:// URI).
 func (e *Entry) ViewURI() string {
-	return (&url.URL{Scheme: "file", Path: "/" + e.Name}).String()
+	if e.host {
+		if strings.HasPrefix(e.Root.URI, "/") {
+			return (&url.URL{Scheme: "file", Path: e.lexical}).String()
+		}
+		return e.Root.URI
+	}
+	return (&url.URL{Scheme: "file", Path: "/" + e.ViewPath}).String()
 }
+
+// InView returns the entry's absolute path inside the view ("/" + ViewPath).
+func (e *Entry) InView() string { return "/" + e.ViewPath }
 
 // Skipped records a root that BuildTable left out.
 type Skipped struct {
@@ -282,7 +350,8 @@ type Table struct {
 // slice and its entries must not be modified.
 func (t *Table) Entries() []*Entry { return t.entries }
 
-// Lookup returns the entry called name, or nil.
+// Lookup returns the entry at ViewPath name ("app", or in host layout
+// "home/me/src/app"), or nil.
 func (t *Table) Lookup(name string) *Entry { return t.byName[name] }
 
 // Skipped returns the roots that were left out, each with its reason.
@@ -367,6 +436,7 @@ func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, ad
 		taken[n] = true
 	}
 	seen := map[fileID]bool{}
+	seenPath := map[string]bool{}
 	for _, r := range roots {
 		skip := func(err error) { t.skipped = append(t.skipped, Skipped{Root: r, Reason: err}) }
 		p, err := ParseRoot(r.URI)
@@ -384,7 +454,12 @@ func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, ad
 			continue
 		}
 		e.Root = r
-		if seen[fileID{e.dev, e.ino}] {
+		e.lexical = p
+		// Flat layout collapses roots that are one host inode; host
+		// layout keeps two paths to one directory, two places a client
+		// names, and collapses only the same path.
+		id := fileID{e.dev, e.ino}
+		if opts.Layout == LayoutHost && seenPath[p] || opts.Layout != LayoutHost && seen[id] {
 			closeFD(e.fd)
 			continue
 		}
@@ -411,13 +486,72 @@ func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, ad
 				continue
 			}
 		}
-		seen[fileID{e.dev, e.ino}] = true
+		seen[id], seenPath[p] = true, true
+		t.entries = append(t.entries, e)
+	}
+	if opts.Layout == LayoutHost {
+		place(t.entries, opts)
+		for _, e := range t.entries {
+			if e.host {
+				first, _, _ := strings.Cut(e.ViewPath, "/")
+				taken[first] = true
+			}
+		}
+	}
+	for _, e := range t.entries {
 		e.Name = uniqueName(baseName(e.HostPath), taken)
 		taken[e.Name] = true
-		t.entries = append(t.entries, e)
-		t.byName[e.Name] = e
+		if !e.host {
+			e.ViewPath = e.Name
+		}
+		t.byName[e.ViewPath] = e
 	}
 	return t
+}
+
+// place decides, in host layout, which entries appear at their own path:
+// not /, not at, above or below a reserved path (below one of Beneath is
+// fine), and marks those inside another placed directory entry Covered.
+func place(entries []*Entry, opts TableOptions) {
+	beneath := map[string]bool{}
+	for _, b := range opts.Beneath {
+		beneath[strings.Trim(b, "/")] = true
+	}
+	for _, e := range entries {
+		vp := strings.TrimPrefix(e.lexical, "/")
+		if vp == "" {
+			e.Displaced = fmt.Errorf("root %q is /, which would cover the sandbox's own directories: it appears as /%s", e.Root.URI, baseName(e.HostPath))
+			continue
+		}
+		for _, r := range opts.Reserved {
+			r = strings.Trim(r, "/")
+			switch {
+			case r == "" || r == vp:
+				e.Displaced = fmt.Errorf("root %q is the sandbox's own /%s", e.Root.URI, r)
+			case strings.HasPrefix(r, vp+"/"):
+				e.Displaced = fmt.Errorf("root %q would cover the sandbox's own /%s", e.Root.URI, r)
+			case strings.HasPrefix(vp, r+"/") && !beneath[r]:
+				e.Displaced = fmt.Errorf("root %q lies in the sandbox's own /%s", e.Root.URI, r)
+			default:
+				continue
+			}
+			break
+		}
+		if e.Displaced == nil {
+			e.ViewPath, e.host = vp, true
+		}
+	}
+	for _, e := range entries {
+		if !e.host {
+			continue
+		}
+		for _, d := range entries {
+			if d != e && d.host && d.IsDir && strings.HasPrefix(e.ViewPath, d.ViewPath+"/") {
+				e.Covered = true
+				break
+			}
+		}
+	}
 }
 
 func baseName(p string) string {

@@ -10,6 +10,8 @@ import (
 	"log"
 	"math/bits"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +34,8 @@ type View struct {
 	umask uint32 // the daemon's umask, undone on created files
 	start time.Time
 
-	placeholders map[string]int // name -> index in opts.Placeholders
+	placeholders map[string]int      // name (host layout: path) -> index in opts.Placeholders
+	phDirs       map[string][]string // host layout: synthetic directory -> the placeholder paths' children in it
 
 	// mu serializes swap and Close. FUSE handlers never take it, so swap may
 	// hold it while it sends kernel notifications.
@@ -70,12 +73,64 @@ type openSet struct {
 	m  map[*node]struct{}
 }
 
-// snapshot is what the top level serves: a table plus the incarnation of
-// each visible entry. Immutable once published.
+// snapshot is what the synthetic part serves: a table plus the
+// incarnation of each visible entry, keyed by its ViewPath, and (host
+// layout) the synthetic directories that lead to them. Immutable once
+// published.
 type snapshot struct {
 	table  *Table
-	order  []string
-	byName map[string]slot
+	order  []string        // entry keys, in table order
+	byName map[string]slot // entry key -> slot
+	// dirs maps each synthetic directory ("" is the top level) to the
+	// names in it that lead to entries, in table order; in flat layout
+	// only "" is there.
+	dirs map[string][]string
+}
+
+// childKey is the key of name in the synthetic directory dir.
+func childKey(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// splitKey returns the synthetic directory holding key and its name there.
+func splitKey(key string) (dir, name string) {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[:i], key[i+1:]
+	}
+	return "", key
+}
+
+// validKey reports whether every element of key can be a name in a
+// directory of the view.
+func validKey(key string) bool {
+	for _, c := range strings.Split(key, "/") {
+		if !validTopName(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// addDirs records in dirs every synthetic directory on the way to key.
+func addDirs(dirs map[string][]string, seen map[string]bool, key string) {
+	dir := ""
+	for _, c := range strings.Split(key, "/") {
+		k := childKey(dir, c)
+		if !seen[k] {
+			seen[k] = true
+			dirs[dir] = append(dirs[dir], c)
+		}
+		if k == key {
+			return
+		}
+		if _, ok := dirs[k]; !ok {
+			dirs[k] = nil
+		}
+		dir = k
+	}
 }
 
 type slot struct {
@@ -104,19 +159,32 @@ func NewView(opts Options) *View {
 		umask:        readUmask(),
 		start:        time.Now(),
 		placeholders: map[string]int{},
+		phDirs:       map[string][]string{},
 	}
 	if v.log == nil {
 		v.log = zap.NewNop()
 	}
+	phSeen := map[string]bool{}
 	for i, p := range opts.Placeholders {
-		if !validTopName(p.Name) {
+		ok := validTopName(p.Name) || opts.Layout == LayoutHost && validKey(p.Name)
+		if !ok {
 			v.log.Warn("placeholder ignored: invalid name", zap.String("name", p.Name))
 			continue
 		}
-		if _, dup := v.placeholders[p.Name]; dup {
+		if _, dup := v.placeholders[p.Name]; dup || phSeen[p.Name] {
 			continue
 		}
 		v.placeholders[p.Name] = i
+		if strings.Contains(p.Name, "/") {
+			addDirs(v.phDirs, phSeen, p.Name)
+		}
+	}
+	// A placeholder cannot also be a directory leading to another.
+	for name := range v.placeholders {
+		if _, ok := v.phDirs[name]; ok {
+			v.log.Warn("placeholder ignored: another one lies below it", zap.String("name", name))
+			delete(v.placeholders, name)
+		}
 	}
 	v.root = &rootDir{v: v}
 	if !opts.NoHostWatch && opts.CacheTimeout >= 0 {
@@ -131,7 +199,7 @@ func NewView(opts Options) *View {
 		v.watch = w
 	}
 	v.startProfile()
-	v.cur.Store(&snapshot{table: EmptyTable(), byName: map[string]slot{}})
+	v.cur.Store(&snapshot{table: EmptyTable(), byName: map[string]slot{}, dirs: map[string][]string{"": nil}})
 	return v
 }
 
@@ -140,8 +208,8 @@ func validTopName(n string) bool {
 		!strings.ContainsAny(n, "/\x00")
 }
 
-// reserved returns the top-level names the view uses itself: its
-// placeholders and the name go-fuse intercepts. Install passes them as
+// reserved returns the names (host layout: paths) the view uses itself:
+// its placeholders and the name go-fuse intercepts. Install passes them as
 // TableOptions.Reserved.
 func (v *View) reserved() []string {
 	out := []string{epollHackName}
@@ -280,27 +348,57 @@ func (v *View) swap(t *Table) error {
 // stay keep their incarnation (and so their nodes); the others get a new
 // one. Entries with a reserved or placeholder name are hidden.
 func (v *View) snapshotOf(t *Table, old *snapshot) *snapshot {
-	ns := &snapshot{table: t, byName: make(map[string]slot, len(t.Entries()))}
+	ns := &snapshot{table: t, byName: make(map[string]slot, len(t.Entries())), dirs: map[string][]string{"": nil}}
+	seen := map[string]bool{}
 	for _, e := range t.Entries() {
-		if !validTopName(e.Name) {
-			v.log.Warn("entry hidden: reserved name", zap.String("entry", e.Name), zap.String("host", e.HostPath))
+		key := e.ViewPath
+		if e.Covered {
+			continue // reached through the entry it lies in
+		}
+		if !validKey(key) {
+			v.log.Warn("entry hidden: reserved name", zap.String("entry", key), zap.String("host", e.HostPath))
 			continue
 		}
-		if _, ok := v.placeholders[e.Name]; ok {
-			v.log.Warn("entry hidden: name taken by a placeholder", zap.String("entry", e.Name), zap.String("host", e.HostPath))
+		if v.claimed(key, ns) {
+			v.log.Warn("entry hidden: its path is taken by a placeholder or another entry", zap.String("entry", key), zap.String("host", e.HostPath))
 			continue
 		}
 		dev, ino := e.Ident()
 		var inc *rootInc
-		if prev, ok := old.byName[e.Name]; ok && prev.inc.dev == dev && prev.inc.ino == ino && prev.inc.isDir == e.IsDir {
+		if prev, ok := old.byName[key]; ok && prev.inc.dev == dev && prev.inc.ino == ino && prev.inc.isDir == e.IsDir {
 			inc = prev.inc
 		} else {
-			inc = &rootInc{gen: v.nextGen.Add(1), name: e.Name, hostPath: e.HostPath, dev: dev, ino: ino, isDir: e.IsDir}
+			inc = &rootInc{gen: v.nextGen.Add(1), name: key, hostPath: e.HostPath, dev: dev, ino: ino, isDir: e.IsDir}
 		}
-		ns.byName[e.Name] = slot{inc: inc, entry: e}
-		ns.order = append(ns.order, e.Name)
+		ns.byName[key] = slot{inc: inc, entry: e}
+		ns.order = append(ns.order, key)
+		addDirs(ns.dirs, seen, key)
 	}
 	return ns
+}
+
+// claimed reports whether key, or a directory on the way to it, is a
+// placeholder or an entry of ns, or key is a directory leading to one.
+func (v *View) claimed(key string, ns *snapshot) bool {
+	if _, ok := v.phDirs[key]; ok {
+		return true
+	}
+	if _, ok := ns.dirs[key]; ok {
+		return true
+	}
+	for k := key; ; {
+		if _, ok := v.placeholders[k]; ok && (k == key || !slices.Contains(v.opts.Beneath, k)) {
+			return true
+		}
+		if _, ok := ns.byName[k]; ok {
+			return true
+		}
+		i := strings.LastIndexByte(k, '/')
+		if i < 0 {
+			return false
+		}
+		k = k[:i]
+	}
 }
 
 // leavingOf returns the names of old whose incarnation is not in ns, and
@@ -325,15 +423,29 @@ func (v *View) writeBack(removed []string, detached []*node) {
 	if !v.writeback() || !v.mounted.Load() || testSkipInvalidate {
 		return
 	}
-	r := v.root.EmbeddedInode()
-	for _, name := range removed {
-		if ch := r.GetChild(name); ch != nil {
+	for _, key := range removed {
+		if ch := v.inodeAt(key); ch != nil {
 			dropContent(ch)
 		}
 	}
 	for _, n := range detached {
 		n.NotifyContent(0, -1)
 	}
+}
+
+// inodeAt returns the inode the kernel knows at key ("" is the top
+// level), or nil when it knows none there.
+func (v *View) inodeAt(key string) *fs.Inode {
+	n := v.root.EmbeddedInode()
+	if key == "" {
+		return n
+	}
+	for _, c := range strings.Split(key, "/") {
+		if n = n.GetChild(c); n == nil {
+			return nil
+		}
+	}
+	return n
 }
 
 // revoke makes every operation on the leaving incarnations fail with
@@ -351,41 +463,98 @@ func (v *View) revoke(old *snapshot, removed []string, leaving map[*rootInc]bool
 }
 
 // invalidate drops the kernel's cache of what changed: the removed entries
-// (dentries and every page below them), the open files of leaving roots,
-// the names new in ns (which the kernel may hold as negative entries), and
-// the top level's attributes.
+// and synthetic directories (dentries, with the mounts on them, and every
+// page below them), the open files of leaving roots, the names new in ns
+// (which the kernel may hold as negative entries), and the attributes and
+// listings of the synthetic directories whose children changed.
 func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node) error {
 	if !v.mounted.Load() || testSkipInvalidate {
 		return nil
 	}
 	var errs []error
-	r := v.root.EmbeddedInode()
-	for _, name := range removed {
-		ch := r.GetChild(name)
+	note := func(key string, errno syscall.Errno) {
+		if !benignNotify(errno) {
+			errs = append(errs, fmt.Errorf("invalidate %q: %w", key, errno))
+		}
+	}
+	dropped := map[string]bool{}
+	drop := func(key string) {
+		dropped[key] = true
+		dir, name := splitKey(key)
+		parent := v.inodeAt(dir)
+		if parent == nil {
+			return // the kernel holds nothing of it
+		}
+		ch := parent.GetChild(name)
 		if ch == nil {
-			if errno := r.NotifyEntry(name); !benignNotify(errno) {
-				errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
-			}
-			continue
+			note(key, parent.NotifyEntry(name))
+			return
 		}
 		dropContent(ch)
-		r.RmChild(name)
-		if errno := r.NotifyDelete(name, ch); !benignNotify(errno) {
-			errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
+		parent.RmChild(name)
+		note(key, parent.NotifyDelete(name, ch))
+	}
+	for _, key := range removed {
+		drop(key)
+	}
+	// Synthetic directories that are gone, outermost first (dropping one
+	// drops what the kernel holds below it).
+	var gone []string
+	for key := range old.dirs {
+		if _, keep := ns.dirs[key]; !keep && key != "" {
+			if _, ph := v.phDirs[key]; !ph {
+				gone = append(gone, key)
+			}
+		}
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i] < gone[j] })
+	for _, key := range gone {
+		if !droppedAbove(dropped, key) {
+			drop(key)
 		}
 	}
 	for _, n := range detached {
 		n.NotifyContent(0, -1)
 	}
-	for _, name := range ns.order {
-		if _, existed := old.byName[name]; !existed {
-			if errno := r.NotifyEntry(name); !benignNotify(errno) {
-				errs = append(errs, fmt.Errorf("invalidate %q: %w", name, errno))
+	fresh := func(key string) {
+		dir, name := splitKey(key)
+		if parent := v.inodeAt(dir); parent != nil {
+			note(key, parent.NotifyEntry(name))
+		}
+	}
+	for _, key := range ns.order {
+		if _, existed := old.byName[key]; !existed {
+			fresh(key)
+		}
+	}
+	for key := range ns.dirs {
+		if _, existed := old.dirs[key]; !existed && key != "" {
+			fresh(key)
+		}
+	}
+	for key, names := range ns.dirs {
+		if key != "" && !slices.Equal(names, old.dirs[key]) {
+			if n := v.inodeAt(key); n != nil {
+				n.NotifyContent(0, 0)
 			}
 		}
 	}
-	r.NotifyContent(0, 0) // top-level attributes (nlink, mtime)
+	v.root.EmbeddedInode().NotifyContent(0, 0) // top-level attributes (nlink, mtime)
 	return errors.Join(errs...)
+}
+
+// droppedAbove reports whether key or a directory above it is in dropped.
+func droppedAbove(dropped map[string]bool, key string) bool {
+	for k := key; ; {
+		if dropped[k] {
+			return true
+		}
+		i := strings.LastIndexByte(k, '/')
+		if i < 0 {
+			return false
+		}
+		k = k[:i]
+	}
 }
 
 // trackOpen records whether n has open handles.

@@ -4,6 +4,8 @@ package vfs
 
 import (
 	"context"
+	"hash/fnv"
+	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -11,11 +13,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rootDir is the synthetic top level: the entries of the current snapshot,
-// then the placeholders. It is read-only; every change is EPERM.
+// rootDir is a synthetic directory: the top level (path ""), or in host
+// layout one of the directories leading to the entries (path
+// "home/me/src"). It lists the names in it that lead to entries of the
+// current snapshot, then the placeholders. It is read-only; every change
+// is EPERM.
 type rootDir struct {
 	fs.Inode
-	v *View
+	v    *View
+	path string
 }
 
 var (
@@ -48,19 +54,39 @@ const topTimeout = watchedCacheTimeout
 
 // OnAdd builds the placeholders as persistent children.
 func (r *rootDir) OnAdd(ctx context.Context) {
+	if r.path != "" {
+		return // only the top level holds persistent children
+	}
 	r.v.mounted.Store(true)
 	for _, p := range r.v.opts.Placeholders {
-		if i, ok := r.v.placeholders[p.Name]; !ok || r.v.opts.Placeholders[i] != p {
+		if i, ok := r.v.placeholders[p.Name]; !ok || r.v.opts.Placeholders[i] != p || strings.Contains(p.Name, "/") {
 			continue
 		}
-		var ch *fs.Inode
-		if p.Symlink != "" {
-			ch = r.NewPersistentInode(ctx, &placeholderLink{target: p.Symlink, t: r.v.start}, fs.StableAttr{Mode: syscall.S_IFLNK})
-		} else {
-			ch = r.NewPersistentInode(ctx, &placeholderDir{t: r.v.start}, fs.StableAttr{Mode: syscall.S_IFDIR})
-		}
-		r.AddChild(p.Name, ch, true)
+		r.AddChild(p.Name, r.newPlaceholder(ctx, p), true)
 	}
+}
+
+// newPlaceholder makes p's node. It is persistent: the kernel may forget
+// it, the view keeps it (a mount point's inode stays the same).
+func (r *rootDir) newPlaceholder(ctx context.Context, p Placeholder) *fs.Inode {
+	switch {
+	case p.Symlink != "":
+		return r.NewPersistentInode(ctx, &placeholderLink{target: p.Symlink, t: r.v.start}, fs.StableAttr{Mode: syscall.S_IFLNK})
+	case p.File:
+		return r.NewPersistentInode(ctx, &placeholderFile{t: r.v.start}, fs.StableAttr{Mode: syscall.S_IFREG})
+	}
+	// A directory is a synthetic one, empty unless (host layout) roots
+	// lie below it (TableOptions.Beneath).
+	return r.NewPersistentInode(ctx, &rootDir{v: r.v, path: p.Name}, fs.StableAttr{Mode: syscall.S_IFDIR})
+}
+
+// synthIno is the inode number of the synthetic directory at key: the
+// same for the same path, in a range that host inodes (mixIno) and
+// go-fuse's automatic numbers (from 2^63) do not reach in practice.
+func synthIno(key string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return h.Sum64() | 3<<62
 }
 
 func setTimes(a *fuse.Attr, t int64) {
@@ -69,29 +95,50 @@ func setTimes(a *fuse.Attr, t int64) {
 
 func (r *rootDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFDIR | 0o755
-	s := r.v.cur.Load()
-	out.Nlink = uint32(2 + len(s.order) + len(r.v.placeholders))
+	if r.path != "" {
+		out.Mode = syscall.S_IFDIR | 0o555
+	}
+	out.Nlink = uint32(2 + len(r.list()))
 	setTimes(&out.Attr, r.v.start.Unix())
-	out.SetTimeout(topTimeout) // Install sends NotifyContent on the top level
+	out.SetTimeout(topTimeout) // Install sends NotifyContent on what changes
 	return 0
 }
 
 func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if _, ok := r.v.placeholders[name]; ok {
+	key := childKey(r.path, name)
+	if i, ok := r.v.placeholders[key]; ok {
 		ch := r.GetChild(name)
 		if ch == nil {
-			return nil, syscall.ENOENT
+			if r.path == "" {
+				return nil, syscall.ENOENT
+			}
+			ch = r.newPlaceholder(ctx, r.v.opts.Placeholders[i])
 		}
-		if ga, ok := ch.Operations().(fs.NodeGetattrer); ok {
-			var a fuse.AttrOut
-			ga.Getattr(ctx, nil, &a)
-			out.Attr = a.Attr
-		}
+		r.attrOf(ctx, ch, out)
 		out.SetEntryTimeout(topTimeout) // placeholders never change
 		out.SetAttrTimeout(topTimeout)
 		return ch, 0
 	}
-	ch, err := r.lookupEntry(ctx, name, out)
+	s := r.v.cur.Load()
+	if _, ok := s.byName[key]; !ok {
+		_, dir := s.dirs[key]
+		_, phDir := r.v.phDirs[key]
+		if !dir && !phDir {
+			return nil, syscall.ENOENT
+		}
+		// A synthetic directory: the same node for the same path while
+		// the kernel remembers it (go-fuse returns the known inode of a
+		// number), so its cached children stay valid.
+		ch := r.GetChild(name)
+		if d, ok := chOps[*rootDir](ch); !ok || d.path != key {
+			ch = r.NewInode(ctx, &rootDir{v: r.v, path: key}, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: synthIno(key)})
+		}
+		r.attrOf(ctx, ch, out)
+		out.SetEntryTimeout(topTimeout) // an install invalidates what it changes
+		out.SetAttrTimeout(topTimeout)
+		return ch, 0
+	}
+	ch, err := r.lookupEntry(ctx, name, key, out)
 	if err == nil && r.v.opts.BoundEntries {
 		// Only an install changes which node a name is, and it invalidates
 		// what it changes: fewer revalidations, each one a chance to lose
@@ -101,10 +148,30 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	return ch, r.v.toErrno("lookup", err)
 }
 
-func (r *rootDir) lookupEntry(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, error) {
+// attrOf fills out with ch's attributes.
+func (r *rootDir) attrOf(ctx context.Context, ch *fs.Inode, out *fuse.EntryOut) {
+	if ga, ok := ch.Operations().(fs.NodeGetattrer); ok {
+		var a fuse.AttrOut
+		ga.Getattr(ctx, nil, &a)
+		out.Attr = a.Attr
+	}
+	out.Ino = ch.StableAttr().Ino
+}
+
+// chOps returns the operations of ch as a T, if ch is not nil and they are.
+func chOps[T any](ch *fs.Inode) (T, bool) {
+	var zero T
+	if ch == nil {
+		return zero, false
+	}
+	t, ok := ch.Operations().(T)
+	return t, ok
+}
+
+func (r *rootDir) lookupEntry(ctx context.Context, name, key string, out *fuse.EntryOut) (*fs.Inode, error) {
 	v := r.v
 	v.closeMu.RLock()
-	sl, ok := v.cur.Load().byName[name]
+	sl, ok := v.cur.Load().byName[key]
 	if ok && v.opts.BoundEntries {
 		if old := r.GetChild(name); old != nil {
 			if on, same := old.Operations().(*node); same && on.inc == sl.inc {
@@ -159,32 +226,64 @@ func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return &topStream{r: r}, 0 // toplist_linux.go
 }
 
-// list is the top level now: the current snapshot's entries, then the
-// placeholders.
+// list is the directory now: the names in it that lead to the current
+// snapshot's entries (in table order), then the placeholders.
 func (r *rootDir) list() []fuse.DirEntry {
 	s := r.v.cur.Load()
-	list := make([]fuse.DirEntry, 0, len(s.order)+len(r.v.opts.Placeholders))
-	for _, name := range s.order {
-		inc := s.byName[name].inc
-		mode := uint32(syscall.S_IFREG)
-		if inc.isDir {
-			mode = syscall.S_IFDIR
-		}
-		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: mixIno(inc.dev, inc.dev, inc.ino)})
-	}
-	for _, p := range r.v.opts.Placeholders {
-		if i, ok := r.v.placeholders[p.Name]; !ok || r.v.opts.Placeholders[i] != p {
+	names := s.dirs[r.path]
+	list := make([]fuse.DirEntry, 0, len(names)+len(r.v.phDirs[r.path]))
+	listed := map[string]bool{}
+	for _, name := range names {
+		key := childKey(r.path, name)
+		listed[name] = true
+		if sl, ok := s.byName[key]; ok {
+			inc := sl.inc
+			mode := uint32(syscall.S_IFREG)
+			if inc.isDir {
+				mode = syscall.S_IFDIR
+			}
+			list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: mixIno(inc.dev, inc.dev, inc.ino)})
 			continue
 		}
+		list = append(list, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: synthIno(key)})
+	}
+	add := func(name string) {
+		if listed[name] {
+			return
+		}
+		listed[name] = true
+		key := childKey(r.path, name)
+		if _, ok := r.v.phDirs[key]; ok {
+			list = append(list, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: synthIno(key)})
+			return
+		}
+		i, ok := r.v.placeholders[key]
+		if !ok {
+			return
+		}
+		p := r.v.opts.Placeholders[i]
 		mode := uint32(syscall.S_IFDIR)
-		if p.Symlink != "" {
+		switch {
+		case p.Symlink != "":
 			mode = syscall.S_IFLNK
+		case p.File:
+			mode = syscall.S_IFREG
 		}
 		ino := uint64(0)
-		if ch := r.GetChild(p.Name); ch != nil {
+		if ch := r.GetChild(name); ch != nil {
 			ino = ch.StableAttr().Ino
 		}
-		list = append(list, fuse.DirEntry{Name: p.Name, Mode: mode, Ino: ino})
+		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: ino})
+	}
+	if r.path == "" {
+		for _, p := range r.v.opts.Placeholders {
+			if i, ok := r.v.placeholders[p.Name]; ok && r.v.opts.Placeholders[i] == p && !strings.Contains(p.Name, "/") {
+				add(p.Name)
+			}
+		}
+	}
+	for _, name := range r.v.phDirs[r.path] {
+		add(name)
 	}
 	return list
 }
@@ -230,28 +329,20 @@ func (r *rootDir) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 }
 func (r *rootDir) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) { return 0, 0 }
 
-// placeholderDir is an empty read-only directory: a mount point.
-type placeholderDir struct {
+// placeholderFile is an empty read-only file: a mount point for a file.
+type placeholderFile struct {
 	fs.Inode
 	t interface{ Unix() int64 }
 }
 
-var _ = (fs.NodeGetattrer)((*placeholderDir)(nil))
-var _ = (fs.NodeReaddirer)((*placeholderDir)(nil))
-var _ = (fs.NodeLookuper)((*placeholderDir)(nil))
+var _ = (fs.NodeGetattrer)((*placeholderFile)(nil))
 
-func (p *placeholderDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o555
-	out.Nlink = 2
+func (p *placeholderFile) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFREG | 0o444
+	out.Nlink = 1
 	setTimes(&out.Attr, p.t.Unix())
 	out.SetTimeout(topTimeout)
 	return 0
-}
-func (p *placeholderDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.ENOENT
-}
-func (p *placeholderDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	return fs.NewListDirStream(nil), 0
 }
 
 // placeholderLink is a symlink such as bin -> usr/bin.
