@@ -72,7 +72,13 @@ func waitRoots(t *testing.T, ctx context.Context, cs *mcp.ClientSession, ok func
 // placeholders, never a mix or an empty top level. The negative control
 // flips one root per notification, which makes mixed states real; the
 // same check must then see them.
-func TestDataPathSwapUnderLoad(t *testing.T) {
+func TestDataPathSwapUnderLoad(t *testing.T) { swapUnderLoad(t, false) }
+
+// swapUnderLoad runs the swap-under-load case on every mode, with its
+// control. In flat layout the lister lists / (the roots beside the
+// placeholders); in host layout (issue 14) it lists the roots' common
+// ancestor, a synthetic directory swapped in the same step.
+func swapUnderLoad(t *testing.T, host bool) {
 	naive := buildNaive(t)
 	for _, m := range nestedModes(t) {
 		for _, control := range []bool{false, true} {
@@ -105,16 +111,21 @@ func TestDataPathSwapUnderLoad(t *testing.T) {
 					}
 					return out
 				}
+				flags, dir, what := m.flags, "/", "/"
+				has := func(s, n string) bool { return strings.Contains(s, "file:///"+n+"\"") }
+				if host {
+					flags, dir, what = append([]string{"--layout", "host"}, m.flags...), base, "the roots' common ancestor in host layout"
+					has = func(s, n string) bool { return strings.Contains(s, "\"file://"+filepath.Join(base, n)+"\"") }
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
-				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, m.flags, naive), m.cred, roots(setA)...)
+				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flags, naive), m.cred, roots(setA)...)
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 				}
-				has := func(s, n string) bool { return strings.Contains(s, "file:///"+n+"\"") }
 				waitRoots(t, ctx, cs, func(s string) bool { return has(s, "pa1") }, stderr)
-				sh(t, ctx, cs, `( while [ ! -e /tmp/stop ]; do ls -1 / | tr '\n' ' '; echo; done > /tmp/listings 2>&1 ) </dev/null >/dev/null 2>&1 &`)
+				sh(t, ctx, cs, `( while [ ! -e /tmp/stop ]; do ls -1 '`+dir+`' | tr '\n' ' '; echo; done > /tmp/listings 2>&1 ) </dev/null >/dev/null 2>&1 &`)
 				flip := func(from, to []string) {
 					c.AddRoots(roots(to)...)
 					waitRoots(t, ctx, cs, func(s string) bool { return has(s, to[0]) && has(s, to[2]) }, stderr)
@@ -200,11 +211,11 @@ func TestDataPathSwapUnderLoad(t *testing.T) {
 					t.Logf("listings of / that failed or repeated names: %q", lsErrors)
 				}
 				if control {
-					expect(t, kindControl, "one root per notification makes mixed listings ("+m.name+")",
+					expect(t, kindControl, "one root per notification makes mixed listings of "+what+" ("+m.name+")",
 						len(bad) > 0, "no mixed listing seen in %d listings:\n%s", total, out)
 					return
 				}
-				expect(t, kindWorks, "listing / while the client flips roots: never mixed or empty ("+m.name+")",
+				expect(t, kindWorks, "listing "+what+" while the client flips roots: never mixed or empty ("+m.name+")",
 					len(bad) == 0 && len(lsErrors) == 0 && len(places) == 1 && total >= 300 && len(states) >= 2,
 					"%d listings, placeholders %v, states %v, failed %q, bad:\n%s\nstderr:\n%s", total, places, states, lsErrors, strings.Join(bad, "\n"), stderr)
 			})

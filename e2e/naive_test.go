@@ -91,69 +91,15 @@ func TestNaiveServer(t *testing.T) {
 	roDir := filepath.Join(f.base, "ro-extra")
 	mustWrite(t, filepath.Join(roDir, "lib.js"), "module code\n")
 
-	run := func(t *testing.T, argv []string, wrapped bool) (*transcript, paths) {
-		p := paths{f: f, wrapped: wrapped}
-		alphaURI := "file://" + f.roots["proj-alpha"]
-		if wrapped {
-			alphaURI = "file:///proj-alpha"
-		}
-		steps := []step{
-			until("roots", "get_roots", nil, []string{alphaURI}, nil),
-			call("ls /", "list_dir", map[string]any{"path": "/"}),
-			call("ls root", "list_dir", map[string]any{"path": p.in("proj-alpha")}),
-			call("read in root", "read_file", map[string]any{"path": p.in("proj-alpha", "proj-alpha.txt")}),
-			call("read deep in root", "read_file", map[string]any{"path": p.in("proj-beta", "sub", "deep.md")}),
-			call("write in root", "write_file", map[string]any{"path": p.in("proj-beta", "written.txt"), "content": "hello from the server"}),
-			call("write outside", "write_file", map[string]any{"path": filepath.Join(f.outDir, "pwned.txt"), "content": "pwned"}),
-			call("exec in root", "exec", map[string]any{"argv": []string{"cat", p.in("proj-alpha", "proj-alpha.txt")}}),
-			call("read ro-bind", "read_file", map[string]any{"path": filepath.Join(roDir, "lib.js")}),
-			call("write ro-bind", "write_file", map[string]any{"path": filepath.Join(roDir, "lib.js"), "content": "tampered\n"}),
-		}
-		for _, a := range naiveAttacks() {
-			steps = append(steps, call(a.name, a.tool, a.args(p)))
-		}
-		return runTS(t, argv, scenario{Roots: f.rootsFor("proj-alpha", "proj-beta"), Steps: steps}), p
-	}
-
 	t.Run("direct", func(t *testing.T) {
-		tr, _ := run(t, []string{naive}, false)
-		for _, a := range naiveAttacks() {
-			leak := a.leak(f)
-			if a.shadow && leak == "" || a.proc1 && !proc1Reachable() {
-				t.Logf("no negative control here for %q", a.name)
-				continue
-			}
-			r := tr.step(t, a.name)
-			expect(t, kindControl, a.name, r.succeeded() && strings.Contains(r.Text, leak),
-				"the naive server without rootfs should reach it: %s", r)
-		}
-		r := tr.step(t, "roots")
-		expect(t, kindControl, "roots/list shows host paths", strings.Contains(r.Text, f.base),
-			"direct roots/list should hold the host path %s: %s", f.base, r)
-		r = tr.step(t, "ls /")
-		expect(t, kindControl, "/ is the host's", strings.Contains(r.Text, "proc") && strings.Contains(r.Text, "var"), "%s", r)
-		_, err := os.Stat(filepath.Join(f.outDir, "pwned.txt"))
-		expect(t, kindControl, "write outside", err == nil, "the direct write outside did not land: %v", err)
-		_ = os.Remove(filepath.Join(f.outDir, "pwned.txt"))
-		expect(t, kindControl, "write to the --ro-bind path", tr.step(t, "write ro-bind").succeeded(), "%s", tr.step(t, "write ro-bind"))
-		mustWrite(t, filepath.Join(roDir, "lib.js"), "module code\n")
+		tr := runNaive(t, f, roDir, []string{naive}, paths{f: f})
+		naiveControls(t, f, roDir, tr)
 	})
 
 	t.Run("rootfs", func(t *testing.T) {
 		rootfs := buildRootfs(t)
-		tr, _ := run(t, wrap(rootfs, []string{"--ro-bind", roDir}, naive), true)
-		for _, a := range naiveAttacks() {
-			r := tr.step(t, a.name)
-			leak := a.leak(f)
-			if leak == "" { // /etc/shadow unreadable here: check the marker root entries instead
-				leak = "root:"
-			}
-			expect(t, kindContain, a.name, !strings.Contains(r.Text+r.Error, leak) && !r.succeeded(),
-				"the sandboxed server reached it: %s\nstderr:\n%s", r, tr.stderr)
-		}
-		_, err := os.Stat(filepath.Join(f.outDir, "pwned.txt"))
-		expect(t, kindContain, "write outside", os.IsNotExist(err) && !tr.step(t, "write outside").succeeded(),
-			"the sandboxed write outside landed (stat: %v): %s", err, tr.step(t, "write outside"))
+		tr := runNaive(t, f, roDir, wrap(rootfs, []string{"--ro-bind", roDir}, naive), paths{f: f, wrapped: true})
+		naiveContained(t, f, roDir, tr)
 
 		// Its own roots/list answers with in-view URIs, names kept, no host path.
 		r := tr.step(t, "roots")
@@ -182,21 +128,94 @@ func TestNaiveServer(t *testing.T) {
 		expect(t, kindContain, "/ holds only roots and the runtime",
 			r.succeeded() && len(leaked) == 0 && strings.Contains(r.Text, "proj-alpha") && strings.Contains(r.Text, "proj-beta"),
 			"unexpected top level %q (host dirs %q): %s", r.Text, leaked, r)
-		expect(t, kindWorks, "list a root", tr.step(t, "ls root").succeeded() && strings.Contains(tr.step(t, "ls root").Text, "proj-alpha.txt"),
-			"%s", tr.step(t, "ls root"))
-		expect(t, kindWorks, "read in a root", strings.Contains(tr.step(t, "read in root").Text, "content of proj-alpha"),
-			"%s", tr.step(t, "read in root"))
-		expect(t, kindWorks, "read deep in a root", strings.Contains(tr.step(t, "read deep in root").Text, "# deep in proj-beta"),
-			"%s", tr.step(t, "read deep in root"))
-		b, err := os.ReadFile(filepath.Join(f.roots["proj-beta"], "written.txt"))
-		expect(t, kindWorks, "write in a root reaches the host", err == nil && string(b) == "hello from the server",
-			"host file: %q, %v; step %s", b, err, tr.step(t, "write in root"))
-		expect(t, kindWorks, "--ro-bind path is readable", strings.Contains(tr.step(t, "read ro-bind").Text, "module code"),
-			"%s\nstderr:\n%s", tr.step(t, "read ro-bind"), tr.stderr)
-		b, _ = os.ReadFile(filepath.Join(roDir, "lib.js"))
-		expect(t, kindContain, "--ro-bind path is not writable", !tr.step(t, "write ro-bind").succeeded() && string(b) == "module code\n",
-			"%s; host file now %q", tr.step(t, "write ro-bind"), b)
-		expect(t, kindWorks, "exec inside reads a root", strings.Contains(tr.step(t, "exec in root").Text, "content of proj-alpha"),
-			"%s\nstderr:\n%s", tr.step(t, "exec in root"), tr.stderr)
 	})
+}
+
+// runNaive runs the naive server through the TypeScript client with roots
+// proj-alpha and proj-beta: what it must reach, then every attack of
+// naiveAttacks, then extra; p says where the roots are inside.
+func runNaive(t *testing.T, f *fixture, roDir string, argv []string, p paths, extra ...step) *transcript {
+	t.Helper()
+	alphaURI := "file://" + f.roots["proj-alpha"]
+	if p.wrapped {
+		alphaURI = "file:///proj-alpha"
+	}
+	steps := []step{
+		until("roots", "get_roots", nil, []string{alphaURI}, nil),
+		call("ls /", "list_dir", map[string]any{"path": "/"}),
+		call("ls root", "list_dir", map[string]any{"path": p.in("proj-alpha")}),
+		call("read in root", "read_file", map[string]any{"path": p.in("proj-alpha", "proj-alpha.txt")}),
+		call("read deep in root", "read_file", map[string]any{"path": p.in("proj-beta", "sub", "deep.md")}),
+		call("write in root", "write_file", map[string]any{"path": p.in("proj-beta", "written.txt"), "content": "hello from the server"}),
+		call("write outside", "write_file", map[string]any{"path": filepath.Join(f.outDir, "pwned.txt"), "content": "pwned"}),
+		call("exec in root", "exec", map[string]any{"argv": []string{"cat", p.in("proj-alpha", "proj-alpha.txt")}}),
+		call("read ro-bind", "read_file", map[string]any{"path": filepath.Join(roDir, "lib.js")}),
+		call("write ro-bind", "write_file", map[string]any{"path": filepath.Join(roDir, "lib.js"), "content": "tampered\n"}),
+	}
+	for _, a := range naiveAttacks() {
+		steps = append(steps, call(a.name, a.tool, a.args(p)))
+	}
+	steps = append(steps, extra...)
+	return runTS(t, argv, scenario{Roots: f.rootsFor("proj-alpha", "proj-beta"), Steps: steps})
+}
+
+// naiveControls are the negative controls of runNaive's attacks: the naive
+// server run directly reaches each target. It undoes what the attacks
+// wrote outside.
+func naiveControls(t *testing.T, f *fixture, roDir string, tr *transcript) {
+	t.Helper()
+	for _, a := range naiveAttacks() {
+		leak := a.leak(f)
+		if a.shadow && leak == "" || a.proc1 && !proc1Reachable() {
+			t.Logf("no negative control here for %q", a.name)
+			continue
+		}
+		r := tr.step(t, a.name)
+		expect(t, kindControl, a.name, r.succeeded() && strings.Contains(r.Text, leak),
+			"the naive server without rootfs should reach it: %s", r)
+	}
+	r := tr.step(t, "roots")
+	expect(t, kindControl, "roots/list shows host paths", strings.Contains(r.Text, f.base),
+		"direct roots/list should hold the host path %s: %s", f.base, r)
+	r = tr.step(t, "ls /")
+	expect(t, kindControl, "/ is the host's", strings.Contains(r.Text, "proc") && strings.Contains(r.Text, "var"), "%s", r)
+	_, err := os.Stat(filepath.Join(f.outDir, "pwned.txt"))
+	expect(t, kindControl, "write outside", err == nil, "the direct write outside did not land: %v", err)
+	_ = os.Remove(filepath.Join(f.outDir, "pwned.txt"))
+	expect(t, kindControl, "write to the --ro-bind path", tr.step(t, "write ro-bind").succeeded(), "%s", tr.step(t, "write ro-bind"))
+	mustWrite(t, filepath.Join(roDir, "lib.js"), "module code\n")
+}
+
+// naiveContained checks a sandboxed runNaive: every attack contained, the
+// roots and the --ro-bind path working as they should (whatever the layout).
+func naiveContained(t *testing.T, f *fixture, roDir string, tr *transcript) {
+	t.Helper()
+	for _, a := range naiveAttacks() {
+		r := tr.step(t, a.name)
+		leak := a.leak(f)
+		if leak == "" { // /etc/shadow unreadable here: check the marker root entries instead
+			leak = "root:"
+		}
+		expect(t, kindContain, a.name, !strings.Contains(r.Text+r.Error, leak) && !r.succeeded(),
+			"the sandboxed server reached it: %s\nstderr:\n%s", r, tr.stderr)
+	}
+	_, err := os.Stat(filepath.Join(f.outDir, "pwned.txt"))
+	expect(t, kindContain, "write outside", os.IsNotExist(err) && !tr.step(t, "write outside").succeeded(),
+		"the sandboxed write outside landed (stat: %v): %s", err, tr.step(t, "write outside"))
+	expect(t, kindWorks, "list a root", tr.step(t, "ls root").succeeded() && strings.Contains(tr.step(t, "ls root").Text, "proj-alpha.txt"),
+		"%s", tr.step(t, "ls root"))
+	expect(t, kindWorks, "read in a root", strings.Contains(tr.step(t, "read in root").Text, "content of proj-alpha"),
+		"%s", tr.step(t, "read in root"))
+	expect(t, kindWorks, "read deep in a root", strings.Contains(tr.step(t, "read deep in root").Text, "# deep in proj-beta"),
+		"%s", tr.step(t, "read deep in root"))
+	b, err := os.ReadFile(filepath.Join(f.roots["proj-beta"], "written.txt"))
+	expect(t, kindWorks, "write in a root reaches the host", err == nil && string(b) == "hello from the server",
+		"host file: %q, %v; step %s", b, err, tr.step(t, "write in root"))
+	expect(t, kindWorks, "--ro-bind path is readable", strings.Contains(tr.step(t, "read ro-bind").Text, "module code"),
+		"%s\nstderr:\n%s", tr.step(t, "read ro-bind"), tr.stderr)
+	b, _ = os.ReadFile(filepath.Join(roDir, "lib.js"))
+	expect(t, kindContain, "--ro-bind path is not writable", !tr.step(t, "write ro-bind").succeeded() && string(b) == "module code\n",
+		"%s; host file now %q", tr.step(t, "write ro-bind"), b)
+	expect(t, kindWorks, "exec inside reads a root", strings.Contains(tr.step(t, "exec in root").Text, "content of proj-alpha"),
+		"%s\nstderr:\n%s", tr.step(t, "exec in root"), tr.stderr)
 }
