@@ -126,6 +126,9 @@ func swapUnderLoad(t *testing.T, host bool) {
 				}
 				waitRoots(t, ctx, cs, func(s string) bool { return has(s, "pa1") }, stderr)
 				sh(t, ctx, cs, `( while [ ! -e /tmp/stop ]; do ls -1 '`+dir+`' | tr '\n' ' '; echo; done > /tmp/listings 2>&1 ) </dev/null >/dev/null 2>&1 &`)
+				if out := sh(t, ctx, cs, `i=0; while [ ! -s /tmp/listings ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; head -n 1 /tmp/listings 2>&1`); !strings.Contains(out, "pa1") {
+					t.Fatalf("the lister does not run in the sandbox: %q\nstderr:\n%s", out, stderr)
+				}
 				flip := func(from, to []string) {
 					c.AddRoots(roots(to)...)
 					waitRoots(t, ctx, cs, func(s string) bool { return has(s, to[0]) && has(s, to[2]) }, stderr)

@@ -39,6 +39,10 @@ func buildRootfsControl(t *testing.T) string {
 	t.Helper()
 	buildRootfs(t) // the same prerequisites
 	controlOnce.Do(func() {
+		if bin := os.Getenv("ROOTFS_E2E_CONTROL_BIN"); bin != "" { // beside ROOTFS_E2E_BIN: a control build made elsewhere
+			controlBin, controlErr = filepath.Abs(bin)
+			return
+		}
 		bin := filepath.Join(binDir, "rootfs-control", "rootfs")
 		if out, err := goCmd("build", "-tags", "rootfs_control_nested", "-o", bin, "./cmd/rootfs").CombinedOutput(); err != nil {
 			controlErr = fmt.Errorf("go build -tags rootfs_control_nested ./cmd/rootfs: %v\n%s", err, out)
