@@ -393,6 +393,11 @@ func (b *Bridge) install(roots []vfs.Root, source string) bool {
 		b.log.Error("view swap failed; keeping the previous view", zap.Error(err))
 		return false
 	}
+	for _, e := range t.Entries() {
+		if e.Displaced != nil {
+			b.log.Warn("root not at its own path", zap.String("uri", e.Root.URI), zap.String("in_view", e.InView()), zap.String("reason", e.Displaced.Error()))
+		}
+	}
 	b.log.Info("roots installed", zap.String("source", source), zap.Int("entries", len(t.Entries())),
 		zap.Int("skipped", len(t.Skipped())))
 	return true

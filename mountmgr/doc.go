@@ -91,6 +91,20 @@
 // FUSE_NOTIFY_DELETE detaches the bind everywhere. docs/kernel-data-path.md
 // has the kernel facts and their tests.
 //
+// # Host layout (tmproots_linux.go)
+//
+// With Spec.HostLayout the view shows roots at their host paths and
+// provides every bind's mount point itself, at the bind's destination
+// below its synthetic directories (Placeholders; none inside a static
+// root, which the sandbox mounts through), so P2 makes no tmpfs scaffold
+// that would hide the roots. The sandbox's /tmp stays its own tmpfs; for
+// each first component X of the roots below /tmp, a recursive clone of the
+// view's tmp/X is mounted on /tmp/X as a slave of the view: P2 mounts those
+// of the static roots (Spec.TmpRoots) before the server starts, RootBinds
+// the later ones after each swap, from a thread that joined the sandbox's
+// mount namespace (Attach). Roots below one X change in one step with the
+// view; a new X is one mount more.
+//
 // # Identity
 //
 // As real root the server stays uid 0 with every capability set empty

@@ -237,7 +237,8 @@ func plan(spec *Spec) ([]mountOp, error) {
 	scaffolds := map[string]bool{}
 	for _, b := range binds {
 		top := topLevel(b.Dest)
-		if !direct[top] && !scaffolds[top] {
+		if !direct[top] && !scaffolds[top] && !spec.HostLayout {
+			// (In host layout the view holds the mount point itself.)
 			scaffolds[top] = true
 			ops = append(ops, mountOp{kind: "tmpfs", dest: "/" + top, data: "mode=0755,size=64k"})
 		}
@@ -294,10 +295,24 @@ func setupRoot(spec *Spec) error {
 	if err != nil {
 		return err
 	}
+	// Roots below /tmp (host layout): their part of the view, taken before
+	// the private /tmp covers it (tmproots_linux.go).
+	trees, err := cloneTmpRoots(root, spec.TmpRoots)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, t := range trees {
+			unix.Close(t)
+		}
+	}()
 	for _, op := range ops {
 		if err := apply(root, op); err != nil {
 			return err
 		}
+	}
+	if err := attachTmpRoots(root, spec.TmpRoots, trees); err != nil {
+		return err
 	}
 	if err := os.Chdir(root); err != nil {
 		return err

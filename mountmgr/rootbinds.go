@@ -11,4 +11,8 @@ type RootBindsOptions struct {
 	// NoWatch turns off re-laying binds the kernel dropped (for tests that
 	// show the drop).
 	NoWatch bool
+	// NoRootBinds lays no bind over the entries (--strict: the daemon
+	// serves them); the view is still shared and the roots below /tmp are
+	// still shown in the sandbox's /tmp (Attach).
+	NoRootBinds bool
 }

@@ -49,6 +49,9 @@ type RootBinds struct {
 	mu     sync.Mutex // serialises table changes and binds
 	dirFD  int        // O_PATH of the view's root, through the mount; -1 once closed
 	failed map[string]string
+	noBind bool     // only the roots below /tmp (--strict)
+	nsFD   int      // the sandbox's mount namespace (Attach), or -1
+	tmp    tmpState // tmproots_linux.go
 
 	wake [2]int // a pipe: Close writes to wake the watcher's poll
 	done chan struct{}
@@ -76,6 +79,7 @@ func NewRootBinds(dir string, v *vfs.View, o RootBindsOptions) (*RootBinds, erro
 		return nil, fmt.Errorf("%w: kernel data path: open %s: %v", ErrSetup, dir, err)
 	}
 	b := &RootBinds{v: v, log: log, readOnly: o.ReadOnly, dir: dir, dirFD: fd, failed: map[string]string{},
+		noBind: o.NoRootBinds, nsFD: -1, tmp: tmpState{},
 		wake: [2]int{-1, -1}, done: make(chan struct{})}
 	if !o.NoWatch {
 		if err := unix.Pipe2(b.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
@@ -136,9 +140,13 @@ func (b *RootBinds) sync() {
 	if b.dirFD < 0 {
 		return
 	}
+	defer b.syncTmp()
+	if b.noBind {
+		return
+	}
 	seen := map[string]bool{}
 	for _, e := range b.v.Entries() {
-		seen[e.Name] = true
+		seen[e.ViewPath] = true
 		if b.bound(e) {
 			continue
 		}
@@ -148,14 +156,14 @@ func (b *RootBinds) sync() {
 		}
 		if err != nil {
 			msg := err.Error()
-			if b.failed[e.Name] != msg {
-				b.failed[e.Name] = msg
-				b.log.Warn("kernel data path: root stays served by the daemon", zap.String("entry", e.Name), zap.String("host", e.HostPath), zap.Error(err))
+			if b.failed[e.ViewPath] != msg {
+				b.failed[e.ViewPath] = msg
+				b.log.Warn("kernel data path: root stays served by the daemon", zap.String("entry", e.InView()), zap.String("host", e.HostPath), zap.Error(err))
 			}
 			continue
 		}
-		delete(b.failed, e.Name)
-		b.log.Debug("kernel data path: root bound", zap.String("entry", e.Name), zap.String("host", e.HostPath))
+		delete(b.failed, e.ViewPath)
+		b.log.Debug("kernel data path: root bound", zap.String("entry", e.InView()), zap.String("host", e.HostPath))
 	}
 	for name := range b.failed {
 		if !seen[name] {
@@ -168,7 +176,7 @@ func (b *RootBinds) sync() {
 // i.e. its bind is in place (the FUSE-served entry has the view's device).
 func (b *RootBinds) bound(e *vfs.Entry) bool {
 	var st unix.Stat_t
-	if err := unix.Fstatat(b.dirFD, e.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(b.dirFD, e.ViewPath, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return false
 	}
 	dev, ino := e.Ident()
@@ -185,7 +193,7 @@ func (b *RootBinds) bind(e *vfs.Entry) error {
 	if b.readOnly {
 		attr.Set |= unix.MOUNT_ATTR_RDONLY
 	}
-	return linux.BindDescriptor(e.FD(), b.dirFD, e.Name, linux.BindOptions{Recursive: true, Attr: attr})
+	return linux.BindDescriptor(e.FD(), b.dirFD, e.ViewPath, linux.BindOptions{Recursive: true, Attr: attr})
 }
 
 // watch lays again the binds the kernel dropped. The doc lists how one can
@@ -235,11 +243,15 @@ func (b *RootBinds) Close() {
 	if b.dirFD >= 0 {
 		for _, e := range b.v.Entries() {
 			if b.bound(e) {
-				_ = unix.Unmount(b.dir+"/"+e.Name, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+				_ = unix.Unmount(b.dir+"/"+e.ViewPath, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
 			}
 		}
 		unix.Close(b.dirFD)
 		b.dirFD = -1
+		if b.nsFD >= 0 {
+			unix.Close(b.nsFD)
+			b.nsFD = -1
+		}
 		if b.wake[1] >= 0 {
 			_, _ = unix.Write(b.wake[1], []byte{0})
 		}

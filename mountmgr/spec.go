@@ -108,6 +108,15 @@ type Spec struct {
 	// CommandInView says Argv[0] is a path inside the view (a file in a
 	// root), not a host path: it is not bound, the view has it.
 	CommandInView bool `json:"commandInView"`
+	// HostLayout says the view shows roots at their host paths
+	// (vfs.LayoutHost): the view then provides every bind's mount point
+	// below its synthetic directories (Placeholders), and the sandbox
+	// makes no tmpfs scaffold that would hide them.
+	HostLayout bool `json:"hostLayout,omitempty"`
+	// TmpRoots are the first components below /tmp of the roots the view
+	// holds at start (host layout, see TmpRoots): the sandbox shows the
+	// view's tmp/X at /tmp/X before the server starts.
+	TmpRoots []string `json:"tmpRoots,omitempty"`
 }
 
 func (s *Spec) runtimeDirs() []string {
@@ -163,9 +172,14 @@ func Placeholders(spec *Spec) []vfs.Placeholder {
 	for _, n := range sandboxDirs {
 		seen[n] = vfs.Placeholder{Name: n}
 	}
+	if spec.HostLayout {
+		for _, p := range spec.bindPoints(seen) {
+			seen[p.Name] = p
+		}
+	}
 	for _, b := range spec.allBinds() {
 		n := topLevel(b.Dest)
-		if _, ok := seen[n]; !ok && n != "" {
+		if _, ok := seen[n]; !ok && n != "" && !spec.HostLayout {
 			seen[n] = vfs.Placeholder{Name: n}
 		}
 	}
@@ -174,6 +188,36 @@ func Placeholders(spec *Spec) []vfs.Placeholder {
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// bindPoints are, in host layout, the mount points of the binds whose
+// destination is not in a directory the sandbox mounts itself (direct):
+// each at its own path, a file for a single-file bind, and none for a bind
+// below another one (the outer bind holds it).
+func (s *Spec) bindPoints(direct map[string]vfs.Placeholder) []vfs.Placeholder {
+	binds := s.allBinds()
+	var out []vfs.Placeholder
+	for _, b := range binds {
+		dest := filepath.Clean(b.Dest)
+		if _, ok := direct[topLevel(dest)]; ok {
+			continue
+		}
+		inner := false
+		for _, o := range binds {
+			if od := filepath.Clean(o.Dest); od != dest && strings.HasPrefix(dest, od+"/") {
+				inner = true
+			}
+		}
+		if inner {
+			continue
+		}
+		p := vfs.Placeholder{Name: strings.TrimPrefix(dest, "/")}
+		if fi, err := os.Stat(b.Source); err == nil && !fi.IsDir() && !b.Overlay {
+			p.File = true
+		}
+		out = append(out, p)
+	}
 	return out
 }
 

@@ -1,6 +1,7 @@
 // Package vfs turns a list of roots into the view rootfs serves: a FUSE file
-// system whose top-level entries are exactly the current roots, each a
-// contained read-write passthrough to one host directory or file.
+// system whose entries are exactly the current roots, each a contained
+// read-write passthrough to one host directory or file, at /<name> (flat
+// layout) or at the root's own path (host layout, see Layouts).
 //
 // Roots are decoded by [DecodeRoots] (from a client or a roots file), then
 // parsed and resolved once into an immutable [Table] ([BuildTable]); a
@@ -70,6 +71,26 @@
 // sandboxed process cannot plant file capabilities or trusted labels; the
 // one exception is removing security.capability from a regular file (see
 // Set-ID bits and file capabilities).
+//
+// # Layouts
+//
+// In flat layout (the zero [Layout]) each entry is a top-level name, the
+// last element of its resolved path made unique. In host layout
+// ([LayoutHost], rootfs run's default) each entry is at its lexical path
+// (the client's URI path, cleaned; symlinks are not resolved in it, so the
+// path is the one the client names), and the synthetic part is a tree: the
+// top level and every directory above an entry (rootDir with a path), each
+// listing only the names that lead to an entry or a placeholder, read-only
+// (EPERM), mode 0555, owned by root. The snapshot holds the tree (dirs), so
+// an install swaps names and directories in one step, and invalidates
+// removed and new names and the changed directories at every depth. The
+// table decides placement once ([Entry].ViewPath): a root at, above or
+// below a reserved path (TableOptions.Reserved: in host layout paths such
+// as "usr" or "home/me/.nvm/v20", the sandbox's own mount points) keeps its
+// flat name ([Entry].Displaced), except below TableOptions.Beneath ("tmp");
+// a root inside another directory root is reached through it
+// ([Entry].Covered) and is not an entry of the view; two paths to one
+// directory are two entries. [Entry].ViewURI is then the client's own URI.
 //
 // # Errors
 //

@@ -42,7 +42,7 @@ func TestRunRefusesBindThroughPlantedSymlink(t *testing.T) {
 	run := func(root, bind string) (string, error) {
 		os.Remove(stolen)
 		cmd := exec.Command(bin, "run", "--no-auto-bind", "--root", root, "--root", out, "--ro-bind", bind,
-			"--", "/bin/sh", "-c", "cat "+filepath.Join(bind, "id")+" > /out/stolen")
+			"--", "/bin/sh", "-c", "cat "+filepath.Join(bind, "id")+" > "+stolen)
 		cmd.Dir = base
 		b, err := cmd.CombinedOutput()
 		return string(b), err

@@ -71,6 +71,21 @@ type ViewFlags struct {
 	WriteThrough bool // deprecated: the default
 	CacheTimeout time.Duration
 	NoHostWatch  bool
+	Layout       string // registered by each command, with its own default
+}
+
+// addLayoutFlag registers --layout with def as the default.
+func (o *ViewFlags) addLayoutFlag(f *pflag.FlagSet, def string) {
+	f.StringVar(&o.Layout, "layout", def, "where roots appear: `host` (each at its own path, below read-only directories that list only what leads to a root) or flat (each at /NAME)")
+}
+
+// layout is --layout, checked.
+func (o *ViewFlags) layout() (vfs.Layout, error) {
+	l, err := vfs.ParseLayout(o.Layout)
+	if err != nil {
+		return l, fmt.Errorf("%w: --layout: %v", ErrUsage, err)
+	}
+	return l, nil
 }
 
 // AddFlags registers the flags on f.
@@ -89,7 +104,8 @@ func (o *ViewFlags) Options(readOnly bool, log *zap.Logger) vfs.Options {
 	if cache == 0 {
 		cache = -1 // 0s on the command line means no caching; vfs reads zero as the default
 	}
-	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch}
+	layout, _ := vfs.ParseLayout(o.Layout) // checked by the command (layout)
+	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch, Layout: layout}
 }
 
 // parseFlags parses args with f, printing usage for --help.

@@ -169,7 +169,8 @@ func runHostMount(t *testing.T, bin string, uid uint32) hostMountResult {
 	t.Helper()
 	h := newHostMounts(t, uid)
 	script := hostMountScript + say("first=$first seen=$seen/$n other=$leak masters=$masters back=$back/$m")
-	cmd := exec.Command(bin, "run", "--root", h.ws, "--ro-bind", h.other+":/other", "--", "/bin/sh", "-c", script)
+	// The script names the root /ws: flat layout.
+	cmd := exec.Command(bin, "run", "--layout", "flat", "--root", h.ws, "--ro-bind", h.other+":/other", "--", "/bin/sh", "-c", script)
 	cmd.Dir = "/"
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -462,14 +463,15 @@ func TestRunReadOnlySQLite(t *testing.T) {
 				t.Fatalf("create db: %v %s", err, out)
 			}
 			script := `mkfifo /tmp/p
-sqlite3 -readonly /r/db < /tmp/p > /tmp/out 2>&1 &
+sqlite3 -readonly R/db < /tmp/p > /tmp/out 2>&1 &
 exec 3>/tmp/p
 echo "BEGIN; SELECT count(*) FROM t;" >&3
 n=0; while [ ! -s /tmp/out ] && [ $n -lt 400 ]; do n=$((n+1)); sleep 0.05; done
 ` + say("holding $(cat /tmp/out)") + `
-n=0; while [ ! -e /r/done ] && [ $n -lt 400 ]; do n=$((n+1)); sleep 0.05; done
+n=0; while [ ! -e R/done ] && [ $n -lt 400 ]; do n=$((n+1)); sleep 0.05; done
 echo "COMMIT;" >&3; exec 3>&-; wait
-` + say("after $(sqlite3 -readonly /r/db 'SELECT count(*) FROM t;' 2>&1)")
+` + say("after $(sqlite3 -readonly R/db 'SELECT count(*) FROM t;' 2>&1)")
+			script = strings.ReplaceAll(script, "R/", r+"/")
 			args := []string{"run", "--root", r, "--strict=" + strconv.FormatBool(tc.strict)}
 			if ro {
 				args = append(args, "--read-only")

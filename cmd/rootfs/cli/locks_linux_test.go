@@ -62,12 +62,12 @@ func TestSQLiteTwoConnections(t *testing.T) {
 					}
 					out, err = testutil.SQLiteTwoConnections(sqlite, filepath.Join(mnt, "r", "db"))
 				case "run", "run-kernel-path":
-					script := strings.Replace(testutil.SQLiteTwoConnectionsScript, "%s", "/r/db", 1)
+					script := strings.Replace(testutil.SQLiteTwoConnectionsScript, "%s", r+"/db", 1)
 					if err := os.WriteFile(filepath.Join(r, "script.sql"), []byte(script), 0o644); err != nil {
 						t.Fatal(err)
 					}
 					_, stderr, code := runAs(t, bins[control], 0, 0, "run", "--root", r, "--strict="+fmt.Sprint(how == "run"), "--", "/bin/sh", "-c",
-						"sqlite3 /r/db < /r/script.sql > /r/out 2>&1; echo $? > /r/status")
+						strings.ReplaceAll("sqlite3 R/db < R/script.sql > R/out 2>&1; echo $? > R/status", "R", r))
 					if code != 0 {
 						t.Fatalf("rootfs run: exit %d\n%s", code, stderr)
 					}

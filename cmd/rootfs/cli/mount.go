@@ -27,6 +27,7 @@ type MountOptions struct {
 func (o *MountOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.AllowOther, "allow-other", false, "let other users use the mount (the kernel still checks file permissions)")
 	o.ViewFlags.AddFlags(f)
+	o.addLayoutFlag(f, "flat")
 }
 
 // addMountFlags registers the flags of "rootfs mount" on f.
@@ -50,6 +51,9 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 		return fmt.Errorf("%w: give exactly one MOUNTPOINT (got %d arguments)", ErrUsage, f.NArg())
 	}
 	dir := f.Arg(0)
+	if _, err := mo.layout(); err != nil {
+		return err
+	}
 	if log == nil {
 		l, err := newLogger(ro.LogLevel, stderr)
 		if err != nil {
@@ -146,7 +150,7 @@ func report(w io.Writer, heading string, t *vfs.Table) {
 	var b strings.Builder
 	b.WriteString(heading + "\n")
 	for _, e := range t.Entries() {
-		fmt.Fprintf(&b, "  %s -> %s\n", e.Name, e.HostPath)
+		fmt.Fprintf(&b, "  %s -> %s\n", strings.TrimPrefix(e.InView(), "/"), e.HostPath)
 	}
 	if len(t.Entries()) == 0 {
 		b.WriteString("  (no roots)\n")

@@ -48,6 +48,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.NoAutoBind, "no-auto-bind", false, "do not bind what COMMAND needs (its symlinks, #! interpreters, ELF loader and libraries, install prefix, launcher cache); only the executable file is shown")
 	f.BoolVar(&o.GitIdentity, "git-identity", false, "pass git's user.name and user.email (GIT_AUTHOR_*, GIT_COMMITTER_*) and safe.directory=* (GIT_CONFIG_*) to the server, without showing ~/.gitconfig")
 	o.ViewFlags.AddFlags(f)
+	o.addLayoutFlag(f, "host")
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
 	f.BoolVar(&o.Strict, "strict", false, "serve every file operation through the daemon (open files of a removed root fail with EIO at once) instead of letting the kernel serve what is below each root through a bind mount")
 	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
@@ -78,6 +79,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	rf.argv = f.Args()
 	if len(rf.argv) == 0 {
 		return nil, fmt.Errorf("%w: no COMMAND; usage: rootfs run [flags] -- COMMAND [ARG...]", ErrUsage)
+	}
+	if _, err := rf.run.layout(); err != nil {
+		return nil, err
 	}
 	return &rf, nil
 }
@@ -180,7 +184,7 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 	if err != nil {
 		return nil, nil, err
 	}
-	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, TmpSize: rf.run.TmpSize}
+	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, TmpSize: rf.run.TmpSize, HostLayout: rf.hostLayout()}
 	hostExe, inView, writable, err := rf.resolveCommand(spec, static)
 	if err != nil {
 		return nil, nil, err
@@ -268,7 +272,7 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (stri
 	// The table the view will start with, named as it will be (the
 	// placeholders known so far are reserved; runDaemon checks the name
 	// again once the auto-binds have added theirs).
-	t := vfs.BuildTable(static, vfs.TableOptions{Allow: rf.run.Allow, Reserved: mountmgr.ReservedNames(spec)})
+	t := vfs.BuildTable(static, rf.tableOptions(spec))
 	defer t.Close()
 	var writable []string
 	for _, e := range t.Entries() {
@@ -280,9 +284,12 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (stri
 			real = filepath.Join(d, filepath.Base(hostExe))
 		}
 		for _, e := range t.Entries() {
+			if e.Covered {
+				continue // the entry it lies in finds it
+			}
 			if real == e.HostPath || e.IsDir && strings.HasPrefix(real, e.HostPath+"/") {
-				vp := "/" + e.Name + strings.TrimPrefix(real, e.HostPath)
-				return hostExe, &viewPath{path: vp, entry: e.Name, host: e.HostPath}, writable, nil
+				vp := e.InView() + strings.TrimPrefix(real, e.HostPath)
+				return hostExe, &viewPath{path: vp, entry: e.ViewPath, host: e.HostPath}, writable, nil
 			}
 		}
 		return hostExe, nil, writable, nil
@@ -291,16 +298,34 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (stri
 		return "", nil, nil, commandError(hostErr)
 	}
 	clean := filepath.Clean(name)
-	first, rest, _ := strings.Cut(strings.TrimPrefix(clean, "/"), "/")
-	e := t.Lookup(first)
-	if e == nil || (rest != "" && !e.IsDir) {
-		return "", nil, nil, commandError(hostErr)
+	for _, e := range t.Entries() {
+		rest, ok := strings.CutPrefix(clean, e.InView())
+		if e.Covered || !ok || rest != "" && (!e.IsDir || rest[0] != '/') {
+			continue
+		}
+		host := e.HostPath + rest
+		if _, err := mountmgr.ResolveCommand(host, ""); err != nil {
+			return "", nil, nil, commandError(fmt.Errorf("%w (in the view: %s)", err, clean))
+		}
+		return host, &viewPath{path: clean, entry: e.ViewPath, host: e.HostPath}, writable, nil
 	}
-	host := filepath.Join(e.HostPath, rest)
-	if _, err := mountmgr.ResolveCommand(host, ""); err != nil {
-		return "", nil, nil, commandError(fmt.Errorf("%w (in the view: %s)", err, clean))
+	return "", nil, nil, commandError(hostErr)
+}
+
+// hostLayout reports whether --layout is host.
+func (rf *runFlags) hostLayout() bool {
+	l, _ := rf.run.layout()
+	return l == vfs.LayoutHost
+}
+
+// tableOptions are the rules the view will build its tables with, for a
+// preview before it exists.
+func (rf *runFlags) tableOptions(spec *mountmgr.Spec) vfs.TableOptions {
+	o := vfs.TableOptions{Allow: rf.run.Allow, Reserved: mountmgr.ReservedNames(spec)}
+	if rf.hostLayout() {
+		o.Layout, o.Beneath = vfs.LayoutHost, []string{"tmp"}
 	}
-	return host, &viewPath{path: clean, entry: e.Name, host: e.HostPath}, writable, nil
+	return o
 }
 
 // gitIdentity reads user.name and user.email from the user's git
@@ -402,7 +427,13 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	defer written.Close()
 	vopts := rf.run.Options(rf.roots.ReadOnly, log)
 	vopts.Placeholders = mountmgr.Placeholders(spec)
+	if spec.HostLayout {
+		vopts.Placeholders = outsideRoots(vopts.Placeholders, static)
+	}
 	vopts.Allow, vopts.Written = rf.run.Allow, written
+	if spec.HostLayout {
+		vopts.Beneath = []string{"tmp"} // the sandbox shows roots below its own /tmp
+	}
 	kernelPath := !rf.run.Strict
 	if kernelPath {
 		if err := mountmgr.KernelPathSupported(); err != nil {
@@ -433,17 +464,25 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 			return fmt.Errorf("%w: COMMAND's root %s is not /%s in the view (a bind took the name); give COMMAND by its host path", ErrUsage, inView.host, inView.entry)
 		}
 	}
+	if spec.HostLayout {
+		spec.Dir, spec.Env = serverDirEnv(first, spec.Env)
+		spec.TmpRoots = mountmgr.TmpRoots(first.Entries())
+	}
 	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
 		return err
 	}
 	defer m.Unmount()
 	var binds *mountmgr.RootBinds
-	if kernelPath {
+	if kernelPath || spec.HostLayout {
 		// Before the sandbox starts: its copy of the view must become a
-		// slave of this one, so the binds laid later reach it.
-		binds, err = mountmgr.NewRootBinds(m.Dir(), view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log})
-		if err != nil {
+		// slave of this one, so the binds laid later reach it. Under
+		// --strict in host layout only the roots below /tmp need it.
+		binds, err = mountmgr.NewRootBinds(m.Dir(), view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log, NoRootBinds: !kernelPath})
+		if err != nil && !kernelPath {
+			log.Warn("roots below /tmp cannot be shown in the server's /tmp here", zap.Error(err))
+			binds = nil
+		} else if err != nil {
 			// A host that refuses the mount calls (a container's seccomp
 			// profile, say): the daemon serves everything, as --strict.
 			log.Info("roots cannot be served through bind mounts here; every file operation goes through the daemon, as with --strict", zap.Error(err))
@@ -468,6 +507,11 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		return err
 	}
 	log.Info("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
+	if binds != nil && spec.HostLayout {
+		if err := binds.Attach(srv.Pid(), spec.TmpRoots); err != nil {
+			log.Warn("roots below /tmp added later will not show in the server's /tmp", zap.Error(err))
+		}
+	}
 
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
@@ -601,6 +645,66 @@ func logSkipped(log *zap.Logger, t *vfs.Table) {
 		log.Warn("root left out", zap.String("uri", s.Root.URI), zap.String("reason", s.Reason.Error()))
 	}
 	for _, e := range t.Entries() {
-		log.Info("root", zap.String("entry", "/"+e.Name), zap.String("host", e.HostPath))
+		if e.Displaced != nil {
+			log.Warn("root not at its own path", zap.String("entry", e.InView()), zap.String("host", e.HostPath), zap.String("reason", e.Displaced.Error()))
+			continue
+		}
+		log.Info("root", zap.String("entry", e.InView()), zap.String("host", e.HostPath))
 	}
+}
+
+// outsideRoots drops the mount points that lie inside a static root (host
+// layout): the sandbox mounts those binds through the root itself, and a
+// mount point there would push the root off its own path.
+func outsideRoots(ps []vfs.Placeholder, static []vfs.Root) []vfs.Placeholder {
+	var dirs []string
+	for _, r := range static {
+		if p, err := vfs.ParseRoot(r.URI); err == nil && p != "/" {
+			dirs = append(dirs, strings.TrimPrefix(p, "/")+"/")
+		}
+	}
+	out := ps[:0:0]
+	for _, p := range ps {
+		inside := false
+		for _, d := range dirs {
+			inside = inside || strings.HasPrefix(p.Name, d)
+		}
+		if !inside {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// serverDirEnv returns, in host layout, the server's working directory (the
+// first directory root, where it is in the view; "/" when there is none)
+// and its environment with HOME set to the home directory when that is
+// itself a root at its own path (HOME stays /tmp otherwise: the rest of
+// the home directory is not there).
+func serverDirEnv(t *vfs.Table, env []string) (string, []string) {
+	dir := "/"
+	for _, e := range t.Entries() {
+		if e.IsDir {
+			dir = e.InView()
+			break
+		}
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return dir, env
+	}
+	home = filepath.Clean(home)
+	for _, e := range t.Entries() {
+		if e.IsDir && e.Displaced == nil && e.InView() == home {
+			out := make([]string, 0, len(env))
+			for _, kv := range env {
+				if kv == "HOME=/tmp" { // the default; a --setenv HOME stays
+					kv = "HOME=" + home
+				}
+				out = append(out, kv)
+			}
+			return dir, out
+		}
+	}
+	return dir, env
 }

@@ -97,7 +97,7 @@ func TestRunExitCodes(t *testing.T) {
 		{"command not executable", []string{"run", "--", notExec}, 126, "", "not executable"},
 		{"no command", []string{"run", "--root", root}, 125, "", "no COMMAND"},
 		{"unknown flag", []string{"run", "--no-such-flag", "--", "/bin/true"}, 125, "", "unknown flag"},
-		{"static root visible before start", []string{"run", "--root", root, "--", "/bin/sh", "-c", say("$(cat /" + filepath.Base(root) + "/f)")}, 0, `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"in the root"}}` + "\n", ""},
+		{"static root visible before start", []string{"run", "--root", root, "--", "/bin/sh", "-c", say("$(cat " + root + "/f)")}, 0, `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"in the root"}}` + "\n", ""},
 		{"non-protocol server output never reaches stdout", []string{"run", "--root", root, "--", "/bin/sh", "-c", "echo banner; " + say("after")}, 0, `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"after"}}` + "\n", "not json"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestRunUnprivileged(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "f"), []byte("mine\n"), 0o644)
 	os.Chown(filepath.Join(root, "f"), 65534, 65534)
 
-	script := say("$(cat /" + filepath.Base(root) + "/f) $(cat /etc/shadow 2>/dev/null || echo no-shadow)")
+	script := say("$(cat " + root + "/f) $(cat /etc/shadow 2>/dev/null || echo no-shadow)")
 	out, errs, code := runAs(t, bin, 65534, 65534, "run", "--root", root, "--", "/bin/sh", "-c", script)
 	fuseOpen := func() bool {
 		cmd := exec.Command("/bin/sh", "-c", "exec 3<>/dev/fuse")
