@@ -300,10 +300,22 @@ func TestHostLayoutAncestors(t *testing.T) {
 			}
 			check("start", "proj-alpha", "proj gamma")
 
+			// The server's /tmp stays its own: writable, holding what it
+			// writes and COMMAND's directory (bound below /tmp: the test's
+			// build directory), beside the first component of the roots.
+			first := strings.Split(base, "/")[2]
+			tmpState := func() string {
+				return sh(t, ctx, cs, `touch /tmp/own.txt && echo writable; ls /tmp | grep -v '^rootfs-e2e-bin-' | tr '\n' ' '; test -x '`+naive+`' && echo command-there`)
+			}
+			out := tmpState()
+			expect(t, kindWorks, "host layout: with roots below /tmp the server's /tmp stays its own, writable, with COMMAND's bind ("+m.name+")",
+				strings.Contains(out, "writable") && strings.Contains(out, first+" own.txt ") && strings.Contains(out, "command-there"),
+				"in the sandbox (want writable, %q and own.txt, command-there):\n%s\nstderr:\n%s", first, out, stderr)
+
 			text, isErr, err := toolText(ctx, cs, "read_file", map[string]any{"path": filepath.Join(host, "proj gamma", "g.txt")})
 			expect(t, kindWorks, "host layout: a root whose URI escapes a space reads at its path ("+m.name+")",
 				err == nil && !isErr && text == "content of gamma\n", "%q isError=%v err=%v", text, isErr, err)
-			out := sh(t, ctx, cs, `echo hi > '`+filepath.Join(host, "proj-alpha", "w.txt")+`' && echo wrote`)
+			out = sh(t, ctx, cs, `echo hi > '`+filepath.Join(host, "proj-alpha", "w.txt")+`' && echo wrote`)
 			b, _ := os.ReadFile(filepath.Join(host, "proj-alpha", "w.txt"))
 			expect(t, kindWorks, "host layout: a write at the host path lands in the root ("+m.name+")", string(b) == "hi\n", "%q, in the sandbox %q", b, out)
 
@@ -334,6 +346,14 @@ func TestHostLayoutAncestors(t *testing.T) {
 			text, isErr, err = toolText(ctx, cs, "read_file", map[string]any{"path": filepath.Join(host, "proj gamma", "g.txt")})
 			expect(t, kindContain, "host layout: the removed root is gone ("+m.name+")", (err != nil || isErr) && !strings.Contains(text, "content of"),
 				"%q isError=%v err=%v", text, isErr, err)
+
+			// Every root leaves /tmp: the server's /tmp is still its own.
+			c.RemoveRoots(mkRoots(base, "proj-alpha")[0].URI, mkRoots(base, "proj-beta")[0].URI)
+			waitRoots(t, ctx, cs, func(s string) bool { return !strings.Contains(s, "proj-") }, stderr)
+			out = tmpState()
+			expect(t, kindWorks, "host layout: once no root is below /tmp the server's /tmp is still its own ("+m.name+")",
+				strings.Contains(out, "writable") && strings.Contains(out, "own.txt") && !strings.Contains(out, first) && strings.Contains(out, "command-there"),
+				"in the sandbox (want writable, own.txt, no %q, command-there):\n%s\nstderr:\n%s", first, out, stderr)
 		})
 	}
 }
@@ -694,6 +714,9 @@ func TestHostLayoutProbeBattery(t *testing.T) {
 	if unix.Stat(secret, &st) == nil && unix.Stat("/usr", &su) == nil && unix.Stat("/", &sr) == nil && st.Dev != su.Dev && st.Dev != sr.Dev {
 		noControl["open_by_handle_at"] = "the host's /tmp is not on the filesystem of /usr or /"
 	}
+	scratch := filepath.Join(data, "scratch")
+	must(t, os.Mkdir(scratch, 0o777))
+	must(t, os.Chmod(scratch, 0o777))
 	args := []string{"run", "-secret", secret, "-token", token, "-handle", handle, "-victims", strconv.Itoa(victim.Process.Pid),
 		"-marker", reverse(marker), "-sock", sock, "-abstract", abstract, "-suid", suid, "-fcap", fcap, "-rootdir", data}
 
@@ -737,7 +760,9 @@ func TestHostLayoutProbeBattery(t *testing.T) {
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
-			out, _, err := toolText(ctx, cs, "exec", map[string]any{"argv": append([]string{probe}, args...)})
+			// Its scratch directories (chroot, mount) in the root, so that
+			// no case depends on the server's /tmp.
+			out, _, err := toolText(ctx, cs, "exec", map[string]any{"argv": append([]string{"/usr/bin/env", "TMPDIR=" + scratch, probe}, args...)})
 			if err != nil {
 				t.Fatalf("exec probe: %v\nstderr:\n%s", err, stderr)
 			}
