@@ -20,7 +20,16 @@
 // Without node_modules, node, /dev/fuse or a buildable cmd/rootfs the tests
 // skip with the reason; with ROOTFS_REQUIRE_FUSE=1 (CI) a missing
 // prerequisite fails instead. TestMain prints the count of cases and negative
-// controls at the end.
+// controls at the end. ROOTFS_E2E_BIN runs the suite against another
+// rootfs binary, ROOTFS_E2E_CONTROL_BIN names the matching control build
+// (-tags rootfs_control_nested) for the nested-root controls.
+//
+// # Host layout
+//
+// hostlayout_test.go holds issue 14's cases: roots under /tmp at their own
+// paths, through server-filesystem, the naive server (every ancestor of a
+// root, roots/list verbatim), swaps under load, the naive attacks and
+// testcmd/probe's battery run inside "rootfs run", and nested roots.
 //
 // # Examples
 //
