@@ -107,7 +107,9 @@ func TestDataPathSwapUnderLoad(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				defer cancel()
-				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, m.flags, naive), m.cred, roots(setA)...)
+				// The roots are top-level names here: flat layout (the
+				// host layout's swap test lists their common ancestor).
+				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append([]string{"--layout", "flat"}, m.flags...), naive), m.cred, roots(setA)...)
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
