@@ -72,7 +72,7 @@ true`
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 	for _, want := range []string{
-		"pwd=" + proj, // the first root
+		"pwd=" + proj,  // the first root
 		"home=" + home, // the home directory is a root
 		"tmp=" + filepath.Base(base) + ",",
 		"base=home,src,",
