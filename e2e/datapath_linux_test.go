@@ -111,7 +111,9 @@ func swapUnderLoad(t *testing.T, host bool) {
 					}
 					return out
 				}
-				flags, dir, what, scratch := m.flags, "/", "/", "/tmp"
+				// Flat layout: the roots are top-level names, listed with
+				// the placeholders beside them.
+				flags, dir, what, scratch := append([]string{"--layout", "flat"}, m.flags...), "/", "/", "/tmp"
 				has := func(s, n string) bool { return strings.Contains(s, "file:///"+n+"\"") }
 				if host {
 					flags, dir, what = append([]string{"--layout", "host"}, m.flags...), base, "the roots' common ancestor in host layout"

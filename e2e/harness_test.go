@@ -227,10 +227,17 @@ func wrap(rootfs string, flags []string, argv ...string) []string {
 	if os.Getenv("ROOTFS_TEST_MODE") == "strict" {
 		out = append(out, "--strict")
 	}
+	if flatLayout() {
+		out = append(out, "--layout", "flat")
+	}
 	out = append(out, flags...)
 	out = append(out, "--")
 	return append(out, argv...)
 }
+
+// flatLayout says the suite runs roots at /<name> (ROOTFS_TEST_LAYOUT=flat)
+// rather than at their own paths, rootfs run's default.
+func flatLayout() bool { return os.Getenv("ROOTFS_TEST_LAYOUT") == "flat" }
 
 // nodeFlags are the rootfs flags a node server from e2e/node_modules needs:
 // node_modules is not a runtime directory, so it is bound read-only.
@@ -305,28 +312,27 @@ func (f *fixture) rootsFor(names ...string) []mcpRoot {
 	return out
 }
 
-// paths renders paths as the server sees them: inside the view under rootfs
-// ("/<entry>/..."), host paths when the server runs directly.
+// paths renders paths as the server sees them: host paths when the server
+// runs directly or under rootfs's host layout, "/<entry>/..." in flat layout.
 type paths struct {
 	f       *fixture
 	wrapped bool
 }
 
-func (p paths) in(root string, elem ...string) string {
-	base := p.f.roots[root]
-	if p.wrapped {
-		base = "/" + filepath.Base(p.f.roots[root])
+func (p paths) base(root string) string {
+	if p.wrapped && flatLayout() {
+		return "/" + filepath.Base(p.f.roots[root])
 	}
-	return filepath.Join(append([]string{base}, elem...)...)
+	return p.f.roots[root]
+}
+
+func (p paths) in(root string, elem ...string) string {
+	return filepath.Join(append([]string{p.base(root)}, elem...)...)
 }
 
 // raw joins without cleaning, for ".." tricks.
 func (p paths) raw(root, rest string) string {
-	base := p.f.roots[root]
-	if p.wrapped {
-		base = "/" + filepath.Base(p.f.roots[root])
-	}
-	return base + "/" + rest
+	return p.base(root) + "/" + rest
 }
 
 func mustWrite(t *testing.T, p, content string) {

@@ -160,7 +160,11 @@ func TestHostLayoutServerFilesystem(t *testing.T) {
 	t.Run("host", func(t *testing.T) {
 		f, beside := newHost(t)
 		p := paths{f: f}
-		tr := runTS(t, wrap(rootfs, nodeFlags(), server...), scenario{Roots: f.rootsFor("proj-alpha", "proj-beta"),
+		flags := nodeFlags() // host layout is the default...
+		if flatLayout() {
+			flags = hostFlags(flags...) // ...which the suite's flat pass overrides
+		}
+		tr := runTS(t, wrap(rootfs, flags, server...), scenario{Roots: f.rootsFor("proj-alpha", "proj-beta"),
 			Steps: hostFilesystemSteps(f, beside)})
 		works := func(label, what string, ok bool) {
 			t.Helper()

@@ -137,7 +137,7 @@ func TestNaiveServer(t *testing.T) {
 func runNaive(t *testing.T, f *fixture, roDir string, argv []string, p paths, extra ...step) *transcript {
 	t.Helper()
 	alphaURI := "file://" + f.roots["proj-alpha"]
-	if p.wrapped {
+	if p.wrapped && flatLayout() {
 		alphaURI = "file:///proj-alpha"
 	}
 	steps := []step{
