@@ -109,7 +109,7 @@ func TestDataPathSwapUnderLoad(t *testing.T) {
 				defer cancel()
 				// The roots are top-level names here: flat layout (the
 				// host layout's swap test lists their common ancestor).
-				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append([]string{"--layout", "flat"}, m.flags...), naive), m.cred, roots(setA)...)
+				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(m.flags...), naive), m.cred, roots(setA)...)
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -227,7 +227,7 @@ func TestDataPathRemoval(t *testing.T) {
 			base := dpHost(t, m.uid, map[string]string{"keep/k.txt": "kept\n", "gone/f.txt": "gone content\n", "one.txt": "single file\n"})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, m.flags, naive), m.cred,
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(m.flags...), naive), m.cred,
 				fileRoot(filepath.Join(base, "keep")), fileRoot(filepath.Join(base, "gone")), fileRoot(filepath.Join(base, "one.txt")))
 			unprivilegedRefused(t, m, err, stderr)
 			if err != nil {
@@ -288,7 +288,7 @@ func TestDataPathReadOnly(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flags, naive), m.cred)
+				_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(flags...), naive), m.cred)
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -331,7 +331,7 @@ func TestDataPathSetID(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append([]string{"--root", r}, m.flags...), naive), m.cred)
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(append([]string{"--root", r}, m.flags...)...), naive), m.cred)
 			unprivilegedRefused(t, m, err, stderr)
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -399,7 +399,7 @@ func TestDataPathHostSymlinkRace(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append([]string{"--root", ws}, m.flags...), naive), m.cred)
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(append([]string{"--root", ws}, m.flags...)...), naive), m.cred)
 			unprivilegedRefused(t, m, err, stderr)
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)

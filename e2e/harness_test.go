@@ -239,6 +239,10 @@ func wrap(rootfs string, flags []string, argv ...string) []string {
 // rather than at their own paths, rootfs run's default.
 func flatLayout() bool { return os.Getenv("ROOTFS_TEST_LAYOUT") == "flat" }
 
+// flat returns flags with --layout flat first: for tests whose scripts
+// name roots /<name> (hostlayout_test.go has their host-layout twins).
+func flat(flags ...string) []string { return append([]string{"--layout", "flat"}, flags...) }
+
 // nodeFlags are the rootfs flags a node server from e2e/node_modules needs:
 // node_modules is not a runtime directory, so it is bound read-only.
 func nodeFlags() []string { return []string{"--ro-bind", nodeModules()} }
