@@ -308,6 +308,21 @@ func (f *fixture) root(name string) mcpRoot {
 	return mcpRoot{URI: "file://" + f.roots[name], Name: "Root " + name}
 }
 
+// v is the path of root name (and elem below it) inside rootfs run's view:
+// its host path, or /<name> in flat layout.
+func (f *fixture) v(name string, elem ...string) string {
+	return paths{f: f, wrapped: true}.in(name, elem...)
+}
+
+// vuri is the URI the server's roots/list gives for root name under
+// rootfs run: the client's own, or file:///<name> in flat layout.
+func (f *fixture) vuri(name string) string {
+	if flatLayout() {
+		return "file:///" + filepath.Base(f.roots[name])
+	}
+	return f.root(name).URI
+}
+
 func (f *fixture) rootsFor(names ...string) []mcpRoot {
 	var out []mcpRoot
 	for _, n := range names {
