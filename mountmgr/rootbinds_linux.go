@@ -51,7 +51,8 @@ type RootBinds struct {
 	failed map[string]string
 	noBind bool     // only the roots below /tmp (--strict)
 	nsFD   int      // the sandbox's mount namespace (Attach), or -1
-	tmp    tmpState // tmproots_linux.go
+	tmp     tmpState // tmproots_linux.go
+	tmpKeep []string
 
 	wake [2]int // a pipe: Close writes to wake the watcher's poll
 	done chan struct{}
