@@ -1,0 +1,423 @@
+//go:build linux
+
+package vfs
+
+// Host layout (Options.Layout = LayoutHost) through real mounts: each root
+// at its own path below synthetic read-only directories, swapped in one
+// step. Every test that can be fooled has a control run with the knob that
+// turns its protection off (see export_test.go), and checks that the
+// control does fail.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// hostT is a temporary directory readable by everyone, symlinks resolved
+// (a root appears at the path its client spelled, so the tests spell the
+// real one).
+func hostT(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(hostTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// rel is p relative to / (a view path or placeholder name).
+func rel(p string) string { return strings.TrimPrefix(p, "/") }
+
+// at is where host path p appears in the view mounted at mnt.
+func at(mnt, p string) string { return filepath.Join(mnt, p) }
+
+// sorted returns names sorted (listings are compared as sets: the order is
+// the table's, which the tests do not pin).
+func sorted(names []string) []string {
+	out := slices.Clone(names)
+	sort.Strings(out)
+	return out
+}
+
+// problems collects what a run found wrong, so that the same sequence can
+// be run for real (want none) and as the negative control (want some).
+type problems struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (p *problems) add(format string, a ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.l = append(p.l, fmt.Sprintf(format, a...))
+}
+
+func (p *problems) list() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.l)
+}
+
+// expectListing records a problem unless dir lists exactly want (as a set).
+func (p *problems) expectListing(where, dir string, want ...string) {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		p.add("%s: list %s: %v", where, dir, err)
+		return
+	}
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(sorted(got), sorted(want)) {
+		p.add("%s: %s lists %q, want %q", where, dir, sorted(got), sorted(want))
+	}
+}
+
+// expectGone records a problem unless path is ENOENT.
+func (p *problems) expectGone(where, path string) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); !errors.Is(err, syscall.ENOENT) {
+		p.add("%s: stat %s: %v, want ENOENT", where, path, err)
+	}
+}
+
+// expectRead records a problem unless path reads content.
+func (p *problems) expectRead(where, path, content string) {
+	data, err := os.ReadFile(path)
+	if err != nil || string(data) != content {
+		p.add("%s: read %s: %q, %v; want %q", where, path, data, err, content)
+	}
+}
+
+// expectSynthetic records a problem unless path is a synthetic directory:
+// mode 0555, owned by root.
+func (p *problems) expectSynthetic(where, path string) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		p.add("%s: stat %s: %v", where, path, err)
+		return
+	}
+	if st.Mode != unix.S_IFDIR|0o555 || st.Uid != 0 || st.Gid != 0 {
+		p.add("%s: %s is mode %o uid %d gid %d, want a directory 0555 owned by 0:0", where, path, st.Mode, st.Uid, st.Gid)
+	}
+}
+
+// ancestors returns every directory above host path p below /, outermost
+// first ("/a/b/c" gives "/a", "/a/b").
+func ancestors(p string) []string {
+	var out []string
+	for d := filepath.Dir(p); d != "/"; d = filepath.Dir(d) {
+		out = append([]string{d}, out...)
+	}
+	return out
+}
+
+// next is the name below dir on the way to p.
+func next(dir, p string) string {
+	r := strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+	first, _, _ := strings.Cut(r, "/")
+	return first
+}
+
+// mountOn mounts a small tmpfs (or, with src, binds src) on target and
+// unmounts it in t.Cleanup, before the view is stopped.
+func mountOn(t *testing.T, src, target string) {
+	t.Helper()
+	var err error
+	if src == "" {
+		err = unix.Mount("tmpfs", target, "tmpfs", 0, "size=1m,mode=0755")
+	} else {
+		err = unix.Mount(src, target, "", unix.MS_BIND, "")
+	}
+	if err != nil {
+		t.Fatalf("mount on %s: %v", target, err)
+	}
+	t.Cleanup(func() { unix.Unmount(target, unix.MNT_DETACH) })
+}
+
+// TestHostLayoutListing: roots T/a/src/app and T/a/docs appear at their
+// paths; each synthetic ancestor is a read-only directory (0555, root's)
+// listing only what leads to a root or a placeholder, so that the host's
+// other files beside them are absent; every change in one is EPERM and
+// reaches nothing on the host; placeholders (top-level, deep, and files)
+// are listed beside the roots and take mounts.
+func TestHostLayoutListing(t *testing.T) {
+	T := hostT(t)
+	app := mkdir(t, filepath.Join(T, "a", "src", "app"))
+	write(t, filepath.Join(app, "hello.txt"), "hello")
+	docs := mkdir(t, filepath.Join(T, "a", "docs"))
+	write(t, filepath.Join(docs, "readme"), "docs")
+	// The host's other files, beside and above the roots.
+	mkdir(t, filepath.Join(T, "a", "src", "other"))
+	write(t, filepath.Join(T, "a", "secret.txt"), "SECRET")
+	write(t, filepath.Join(T, "zzz"), "SECRET")
+	hostFile := write(t, filepath.Join(T, "outside", "resolv.conf"), "nameserver 10.0.0.1\n")
+
+	nvm := rel(filepath.Join(T, "a", ".nvm", "v20"))             // deep, beside the roots
+	gitconfig := rel(filepath.Join(T, "a", "src", ".gitconfig")) // deep file, beside app
+	s := serve(t, serveConfig{
+		Roots:  []string{app, docs},
+		Layout: LayoutHost,
+		Placeholders: []Placeholder{
+			{Name: "usr"}, {Name: "bin", Symlink: "usr/bin"}, {Name: "etc/resolv.conf", File: true},
+			{Name: "opt/tool/v1"}, {Name: nvm}, {Name: gitconfig, File: true},
+		},
+	})
+	var p problems
+	first, _, _ := strings.Cut(rel(T), "/")
+	p.expectListing("top", s.Mnt, first, "usr", "bin", "etc", "opt")
+	p.expectRead("root app", at(s.Mnt, filepath.Join(app, "hello.txt")), "hello")
+	p.expectRead("root docs", at(s.Mnt, filepath.Join(docs, "readme")), "docs")
+
+	for _, d := range ancestors(app) {
+		want := []string{next(d, app)}
+		switch d {
+		case filepath.Join(T, "a"):
+			want = []string{"src", "docs", ".nvm"}
+		case filepath.Join(T, "a", "src"):
+			want = []string{"app", ".gitconfig"}
+		}
+		p.expectListing("ancestor", at(s.Mnt, d), want...)
+		p.expectSynthetic("ancestor", at(s.Mnt, d))
+	}
+	p.expectSynthetic("placeholder dir ancestor", at(s.Mnt, filepath.Join(T, "a", ".nvm")))
+	p.expectSynthetic("deep placeholder", at(s.Mnt, "/"+nvm))
+	p.expectListing("deep placeholder", at(s.Mnt, "/"+nvm))
+	for _, gone := range []string{filepath.Join(T, "a", "src", "other"), filepath.Join(T, "a", "secret.txt"), filepath.Join(T, "zzz"), filepath.Join(T, "outside")} {
+		p.expectGone("host file beside a root", at(s.Mnt, gone))
+	}
+	// ".." of a root is its synthetic parent, never the host's.
+	p.expectListing("app/..", at(s.Mnt, app+"/.."), "app", ".gitconfig")
+
+	// Every change in a synthetic directory is refused, and the host gets
+	// nothing. Root bypasses mode bits, so each one reaches the view.
+	for _, d := range []string{"/" + first, filepath.Join(T, "a"), filepath.Join(T, "a", "src")} {
+		m := at(s.Mnt, d)
+		refuse := func(what string, err error) {
+			if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.EROFS) {
+				p.add("%s in %s: %v, want EPERM", what, d, err)
+			}
+		}
+		refuse("mkdir", unix.Mkdir(filepath.Join(m, "new"), 0o755))
+		fd, err := unix.Open(filepath.Join(m, "new.txt"), unix.O_CREAT|unix.O_WRONLY, 0o644)
+		if err == nil {
+			unix.Close(fd)
+		}
+		refuse("create", err)
+		refuse("mknod", unix.Mkfifo(filepath.Join(m, "fifo"), 0o644))
+		refuse("symlink", unix.Symlink("/", filepath.Join(m, "evil")))
+		refuse("link", unix.Link(at(s.Mnt, filepath.Join(app, "hello.txt")), filepath.Join(m, "hl")))
+		refuse("chmod", unix.Chmod(m, 0o777))
+		refuse("chown", unix.Chown(m, 1000, 1000))
+		refuse("utimes", unix.UtimesNano(m, []unix.Timespec{{Sec: 1}, {Sec: 1}}))
+		refuse("setxattr", unix.Setxattr(m, "user.x", []byte("1"), 0))
+		refuse("removexattr", unix.Removexattr(m, "user.x"))
+		es, _ := os.ReadDir(m)
+		for _, e := range es {
+			c := filepath.Join(m, e.Name())
+			if e.IsDir() {
+				refuse("rmdir "+e.Name(), unix.Rmdir(c))
+			} else {
+				refuse("unlink "+e.Name(), unix.Unlink(c))
+			}
+			refuse("rename "+e.Name(), unix.Rename(c, filepath.Join(m, "renamed")))
+			// An exchange with a file outside c (one below it is EINVAL
+			// whatever the file system).
+			for _, f := range []string{filepath.Join(app, "hello.txt"), filepath.Join(docs, "readme")} {
+				if f = at(s.Mnt, f); !strings.HasPrefix(f, c+"/") {
+					refuse("rename-exchange "+e.Name(), unix.Renameat2(unix.AT_FDCWD, c, unix.AT_FDCWD, f, unix.RENAME_EXCHANGE))
+					break
+				}
+			}
+		}
+		refuse("rename into", unix.Rename(at(s.Mnt, filepath.Join(app, "hello.txt")), filepath.Join(m, "moved")))
+	}
+	for _, n := range []string{"new", "new.txt", "fifo", "evil", "hl", "renamed", "moved"} {
+		for _, d := range []string{T, filepath.Join(T, "a"), filepath.Join(T, "a", "src")} {
+			if _, err := os.Lstat(filepath.Join(d, n)); err == nil {
+				p.add("the host got %s", filepath.Join(d, n))
+			}
+		}
+	}
+	if fi, err := os.Stat(app); err != nil || !fi.IsDir() {
+		p.add("root app on the host: %v", err)
+	}
+	p.expectRead("root app after the refusals", at(s.Mnt, filepath.Join(app, "hello.txt")), "hello")
+
+	// Placeholders take mounts: a tmpfs on a deep directory, a file bound
+	// on a file placeholder, deep and top-level.
+	mountOn(t, "", at(s.Mnt, "/"+nvm))
+	mountOn(t, "", at(s.Mnt, "/opt/tool/v1"))
+	mountOn(t, hostFile, at(s.Mnt, "/"+gitconfig))
+	mountOn(t, hostFile, at(s.Mnt, "/etc/resolv.conf"))
+	if err := os.WriteFile(at(s.Mnt, "/"+nvm+"/node"), []byte("node"), 0o755); err != nil {
+		p.add("write in the tmpfs on the deep placeholder: %v", err)
+	}
+	p.expectRead("tmpfs on deep placeholder", at(s.Mnt, "/"+nvm+"/node"), "node")
+	p.expectRead("bind on deep file placeholder", at(s.Mnt, "/"+gitconfig), "nameserver 10.0.0.1\n")
+	p.expectRead("bind on file placeholder", at(s.Mnt, "/etc/resolv.conf"), "nameserver 10.0.0.1\n")
+	p.expectListing("T/a with a mount below", at(s.Mnt, filepath.Join(T, "a")), "src", "docs", ".nvm")
+
+	for _, l := range p.list() {
+		t.Error(l)
+	}
+}
+
+// hostSwap is the swap sequence of TestHostLayoutSwap; it returns what it
+// found wrong. With a 1h cache only the view's invalidation makes a
+// change visible at once.
+func hostSwap(t *testing.T, noInvalidate bool) []string {
+	T := hostT(t)
+	app := mkdir(t, filepath.Join(T, "a", "src", "app"))
+	write(t, filepath.Join(app, "f"), "app")
+	mkdir(t, filepath.Join(T, "a", "src", "other")) // seen only while src is a root
+	docs := mkdir(t, filepath.Join(T, "a", "docs"))
+	write(t, filepath.Join(docs, "f"), "docs")
+	deep := mkdir(t, filepath.Join(T, "b", "x", "y"))
+	write(t, filepath.Join(deep, "f"), "deep")
+	src := filepath.Join(T, "a", "src")
+
+	s := serve(t, serveConfig{Roots: []string{app, docs}, Layout: LayoutHost, CacheTimeout: time.Hour, NoInvalidate: noInvalidate})
+	var p problems
+	v := func(h string) string { return at(s.Mnt, h) }
+	warm := func(paths ...string) { // the kernel now caches each (or its absence)
+		for _, h := range paths {
+			var st unix.Stat_t
+			unix.Lstat(v(h), &st)
+			os.ReadDir(v(h))
+		}
+	}
+	warm(T, filepath.Join(T, "a"), src, app, docs, filepath.Join(T, "b"), filepath.Join(T, "b", "x"), deep, filepath.Join(deep, "f"))
+	p.expectGone("before b is a root", v(filepath.Join(T, "b")))
+
+	// A root below a new synthetic directory: the negative entries go.
+	s.swap(app, docs, deep)
+	p.expectRead("added deep root", v(filepath.Join(deep, "f")), "deep")
+	p.expectListing("added deep root", v(T), "a", "b")
+	warm(filepath.Join(T, "b"), filepath.Join(T, "b", "x"), deep, filepath.Join(deep, "f"))
+
+	// Its synthetic directories leave with their last root.
+	s.swap(app)
+	for _, h := range []string{filepath.Join(deep, "f"), deep, filepath.Join(T, "b", "x"), filepath.Join(T, "b"), docs} {
+		p.expectGone("removed", v(h))
+	}
+	p.expectListing("removed", v(T), "a")
+	p.expectListing("removed", v(filepath.Join(T, "a")), "src")
+	p.expectRead("kept", v(filepath.Join(app, "f")), "app")
+
+	// A synthetic directory becomes a root (the host's src, with "other")
+	// and back.
+	warm(src, filepath.Join(src, "other"))
+	s.swap(src)
+	p.expectListing("src a root", v(src), "app", "other")
+	p.expectRead("src a root", v(filepath.Join(app, "f")), "app")
+	var st unix.Stat_t
+	if err := unix.Stat(v(src), &st); err != nil || st.Mode&0o777 != 0o755 {
+		p.add("src a root: mode %o, %v; want the host's 0755", st.Mode, err)
+	}
+	warm(filepath.Join(src, "other"))
+	s.swap(app)
+	p.expectGone("src synthetic again", v(filepath.Join(src, "other")))
+	p.expectListing("src synthetic again", v(src), "app")
+	p.expectSynthetic("src synthetic again", v(src))
+
+	// Everything goes, then comes back.
+	s.swap()
+	p.expectListing("empty", s.Mnt)
+	p.expectGone("empty", v(T))
+	s.swap(app, docs)
+	p.expectRead("back", v(filepath.Join(docs, "f")), "docs")
+	return p.list()
+}
+
+// TestHostLayoutSwap: roots that share ancestors come and go; a removed
+// root, and a synthetic directory left with no root below, are ENOENT as
+// soon as Install returns; a name turns from a synthetic directory into a
+// root and back. The control turns the kernel invalidation off: the
+// kernel's 1h cache then shows what left.
+func TestHostLayoutSwap(t *testing.T) {
+	t.Run("view", func(t *testing.T) {
+		for _, l := range hostSwap(t, false) {
+			t.Error(l)
+		}
+	})
+	t.Run("control", func(t *testing.T) {
+		l := hostSwap(t, true)
+		if len(l) == 0 {
+			t.Error("control: without invalidation every change was still seen at once: the test shows nothing")
+		}
+		t.Logf("control: %d problems:\n%s", len(l), strings.Join(l, "\n"))
+	})
+}
+
+// TestHostLayoutNested: roots T/ws and T/ws/app, added and removed in every
+// order. While T/ws is there, T/ws/app is Covered (reached through T/ws,
+// the host's directory); with T/ws/app alone, T/ws is synthetic and lists
+// only app.
+func TestHostLayoutNested(t *testing.T) {
+	T := hostT(t)
+	ws := mkdir(t, filepath.Join(T, "ws"))
+	write(t, filepath.Join(ws, "top"), "top")
+	app := mkdir(t, filepath.Join(ws, "app"))
+	write(t, filepath.Join(app, "f"), "app")
+	s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour})
+	var p problems
+	v := func(h string) string { return at(s.Mnt, h) }
+	check := func(state string, roots ...string) {
+		hasWS, hasApp := slices.Contains(roots, ws), slices.Contains(roots, app)
+		info := s.table()
+		covered := map[string]bool{}
+		for _, e := range info.Entries {
+			covered[e.HostPath] = e.Covered
+		}
+		switch {
+		case hasWS:
+			p.expectListing(state, v(ws), "top", "app")
+			p.expectRead(state, v(filepath.Join(ws, "top")), "top")
+			p.expectRead(state, v(filepath.Join(app, "f")), "app")
+			var st unix.Stat_t
+			if err := unix.Stat(v(ws), &st); err != nil || st.Mode&0o777 != 0o755 {
+				p.add("%s: ws mode %o, %v; want the host's", state, st.Mode, err)
+			}
+			if covered[ws] || hasApp && !covered[app] {
+				p.add("%s: covered %v; want only app covered", state, covered)
+			}
+		case hasApp:
+			p.expectListing(state, v(ws), "app")
+			p.expectSynthetic(state, v(ws))
+			p.expectGone(state, v(filepath.Join(ws, "top")))
+			p.expectRead(state, v(filepath.Join(app, "f")), "app")
+			if covered[app] {
+				p.add("%s: app covered with ws gone", state)
+			}
+		default:
+			p.expectGone(state, v(T))
+		}
+		// Warm the kernel's cache for the next state.
+		for _, h := range []string{ws, filepath.Join(ws, "top"), app, filepath.Join(app, "f")} {
+			var st unix.Stat_t
+			unix.Lstat(v(h), &st)
+			os.ReadDir(v(h))
+		}
+	}
+	states := [][]string{{}, {ws}, {ws, app}, {app}, {}, {app}, {app, ws}, {ws}, {app}, {ws}, {}, {ws, app}, {}}
+	for i, st := range states {
+		s.swap(st...)
+		check(fmt.Sprintf("step %d %q", i, st), st...)
+	}
+	for _, l := range p.list() {
+		t.Error(l)
+	}
+}
