@@ -421,3 +421,82 @@ func TestHostLayoutNested(t *testing.T) {
 		t.Error(l)
 	}
 }
+
+// TestHostLayoutPlaceholderMounts: mounts on placeholders (a tmpfs on a
+// deep directory whose ancestors also lead to roots, a file bound on a deep
+// file placeholder, a tmpfs on the Beneath directory "tmp" holding roots)
+// stay through installs that add the first root below them and remove the
+// last one: the kernel drops mounts on a dentry it is told to forget, so
+// install must never invalidate what is always there.
+func TestHostLayoutPlaceholderMounts(t *testing.T) {
+	T := hostT(t)
+	if !strings.HasPrefix(T, "/tmp/") {
+		t.Skipf("the temporary directory %s is not below /tmp", T)
+	}
+	app := mkdir(t, filepath.Join(T, "a", "src", "app"))
+	write(t, filepath.Join(app, "f"), "app")
+	hostFile := write(t, filepath.Join(T, "outside", "conf"), "conf")
+	nvm := rel(filepath.Join(T, "a", ".nvm", "v20"))
+	conf := rel(filepath.Join(T, "a", ".conf"))
+
+	t.Run("deep", func(t *testing.T) {
+		s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour,
+			Placeholders: []Placeholder{{Name: nvm}, {Name: conf, File: true}}})
+		mountOn(t, "", at(s.Mnt, "/"+nvm))
+		mountOn(t, hostFile, at(s.Mnt, "/"+conf))
+		write(t, at(s.Mnt, "/"+nvm+"/node"), "node")
+		var p problems
+		for i, roots := range [][]string{{app}, {}, {app}, {}} {
+			s.swap(roots...)
+			where := fmt.Sprintf("after install %d (%d roots)", i, len(roots))
+			if !mounted(at(s.Mnt, "/"+nvm)) || !mounted(at(s.Mnt, "/"+conf)) {
+				p.add("%s: a placeholder lost its mount", where)
+			}
+			p.expectRead(where, at(s.Mnt, "/"+nvm+"/node"), "node")
+			p.expectRead(where, at(s.Mnt, "/"+conf), "conf")
+			if len(roots) > 0 {
+				p.expectRead(where, at(s.Mnt, filepath.Join(app, "f")), "app")
+				p.expectListing(where, at(s.Mnt, filepath.Join(T, "a")), "src", ".nvm", ".conf")
+			} else {
+				p.expectGone(where, at(s.Mnt, filepath.Join(T, "a", "src")))
+				p.expectListing(where, at(s.Mnt, filepath.Join(T, "a")), ".nvm", ".conf")
+			}
+		}
+		for _, l := range p.list() {
+			t.Error(l)
+		}
+	})
+	t.Run("beneath", func(t *testing.T) {
+		s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour,
+			Placeholders: []Placeholder{{Name: "tmp"}, {Name: "usr"}}, Beneath: []string{"tmp"}})
+		var p problems
+		first := next("/tmp", T)
+		for i, roots := range [][]string{{app}, {}, {app}, {}} {
+			s.swap(roots...)
+			where := fmt.Sprintf("after install %d (%d roots)", i, len(roots))
+			p.expectListing(where, s.Mnt, "tmp", "usr")
+			if len(roots) > 0 {
+				p.expectRead(where, at(s.Mnt, filepath.Join(app, "f")), "app")
+				p.expectListing(where, at(s.Mnt, "/tmp"), first)
+			} else {
+				p.expectListing(where, at(s.Mnt, "/tmp"))
+				p.expectGone(where, at(s.Mnt, "/tmp/"+first))
+			}
+			p.expectSynthetic(where, at(s.Mnt, "/tmp"))
+		}
+		// A mount on /tmp (the sandbox's private /tmp) stays.
+		mountOn(t, "", at(s.Mnt, "/tmp"))
+		write(t, at(s.Mnt, "/tmp/mine"), "mine")
+		for i, roots := range [][]string{{app}, {}, {app}, {}} {
+			s.swap(roots...)
+			where := fmt.Sprintf("with a mount on /tmp, after install %d (%d roots)", i, len(roots))
+			if !mounted(at(s.Mnt, "/tmp")) {
+				p.add("%s: /tmp lost its mount", where)
+			}
+			p.expectRead(where, at(s.Mnt, "/tmp/mine"), "mine")
+		}
+		for _, l := range p.list() {
+			t.Error(l)
+		}
+	})
+}

@@ -498,11 +498,17 @@ func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node)
 		drop(key)
 	}
 	// Synthetic directories that are gone, outermost first (dropping one
-	// drops what the kernel holds below it).
+	// drops what the kernel holds below it). A placeholder, or a directory
+	// leading to one, stays whatever the roots: telling the kernel to
+	// forget its dentry would detach the mounts on and below it.
 	var gone []string
 	for key := range old.dirs {
 		if _, keep := ns.dirs[key]; !keep && key != "" {
-			if _, ph := v.phDirs[key]; !ph {
+			if v.permanent(key) {
+				if n := v.inodeAt(key); n != nil {
+					n.NotifyContent(0, 0) // its listing changed
+				}
+			} else {
 				gone = append(gone, key)
 			}
 		}
@@ -528,7 +534,7 @@ func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node)
 		}
 	}
 	for key := range ns.dirs {
-		if _, existed := old.dirs[key]; !existed && key != "" {
+		if _, existed := old.dirs[key]; !existed && key != "" && !v.permanent(key) {
 			fresh(key)
 		}
 	}
@@ -541,6 +547,16 @@ func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node)
 	}
 	v.root.EmbeddedInode().NotifyContent(0, 0) // top-level attributes (nlink, mtime)
 	return errors.Join(errs...)
+}
+
+// permanent reports whether the synthetic directory at key is there
+// whatever the table: a placeholder or a directory leading to one. The
+// kernel never holds a negative entry for it, and may hold mounts on or
+// below it.
+func (v *View) permanent(key string) bool {
+	_, ph := v.placeholders[key]
+	_, phDir := v.phDirs[key]
+	return ph || phDir
 }
 
 // droppedAbove reports whether key or a directory above it is in dropped.
