@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -499,4 +500,234 @@ func TestHostLayoutPlaceholderMounts(t *testing.T) {
 			t.Error(l)
 		}
 	})
+}
+
+// listSmall lists dir in getdents calls of a few entries each, so that a
+// listing spans several requests (and an install can come between them).
+func listSmall(dir string) ([]string, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var out []string
+	buf := make([]byte, 160)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return out, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+		_, _, out = unix.ParseDirent(buf[:n], -1, out)
+	}
+}
+
+// hostLoad flips between two sets of roots below one common ancestor C
+// while readers list C and stat below it. It returns the problems seen and
+// the number of listings read. With stopEarly it stops at the first
+// problem (the controls).
+func hostLoad(t *testing.T, cfg serveConfig, flips int, stopEarly bool) ([]string, int64) {
+	T := hostT(t)
+	C := filepath.Join(T, "common", "deep")
+	var setA, setB []string
+	for i := range 8 {
+		setA = append(setA, write(t, filepath.Join(C, fmt.Sprintf("alpha-root-number-%02d", i), "f"), "a"))
+		setB = append(setB, write(t, filepath.Join(C, fmt.Sprintf("beta-root-number-%02d", i), "f"), "b"))
+	}
+	setB = append(setB, write(t, filepath.Join(C, "sub", "gamma", "f"), "b")) // a synthetic dir in B's listing
+	for i := range setA {
+		setA[i] = filepath.Dir(setA[i])
+	}
+	for i := range setB {
+		setB[i] = filepath.Dir(setB[i])
+	}
+	listing := func(set []string) []string {
+		var out []string
+		for _, r := range set {
+			if n := next(C, r); !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+		return sorted(out)
+	}
+	wantA, wantB := listing(setA), listing(setB)
+	write(t, filepath.Join(C, "host-only"), "not a root")
+
+	cfg.Roots, cfg.Layout, cfg.CacheTimeout = setA, LayoutHost, time.Hour
+	s := serve(t, cfg)
+	mc := at(s.Mnt, C)
+	var p problems
+	var stop atomic.Bool
+	var listings atomic.Int64
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				got, err := listSmall(mc)
+				listings.Add(1)
+				got = sorted(got)
+				if err != nil || !slices.Equal(got, wantA) && !slices.Equal(got, wantB) {
+					p.add("listing of C: %q, %v; want one set's", got, err)
+					if stopEarly {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		all := append(slices.Clone(setA), setB...)
+		for i := 0; !stop.Load(); i++ {
+			r := all[i%len(all)]
+			data, err := os.ReadFile(at(s.Mnt, filepath.Join(r, "f")))
+			want := "a"
+			if slices.Contains(setB, r) {
+				want = "b"
+			}
+			// A root flipped away between lookup and read is revoked: EIO.
+			if err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EIO) || err == nil && string(data) != want {
+				p.add("read %s: %q, %v", r, data, err)
+			}
+			var st unix.Stat_t
+			if err := unix.Lstat(at(s.Mnt, filepath.Join(C, "host-only")), &st); !errors.Is(err, syscall.ENOENT) {
+				p.add("stat C/host-only: %v, want ENOENT", err)
+			}
+		}
+	}()
+	for i := range flips {
+		cur, other, want := setB, setA, wantB
+		if i%2 == 1 {
+			cur, other, want = setA, setB, wantA
+		}
+		s.swap(cur...)
+		// Right after Install returns, the kernel shows this set only.
+		if got, err := listSmall(mc); err != nil || !slices.Equal(sorted(got), want) {
+			p.add("flip %d: C lists %q, %v right after the install; want %q", i, sorted(got), err, want)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(at(s.Mnt, other[i%len(other)]), &st); !errors.Is(err, syscall.ENOENT) {
+			p.add("flip %d: a root of the other set: %v, want ENOENT", i, err)
+		}
+		if err := unix.Stat(at(s.Mnt, cur[i%len(cur)]), &st); err != nil {
+			p.add("flip %d: a root of this set: %v", i, err)
+		}
+		if stopEarly && len(p.list()) > 0 {
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	return p.list(), listings.Load()
+}
+
+// TestHostLayoutSwapUnderLoad: readers list the roots' common ancestor
+// (in getdents calls of a few entries) and read below it while the test
+// flips between two sets of roots: every listing is one set's, never
+// mixed or empty, and right after each install the kernel shows the new
+// set only. Two controls: listing offsets by position (TopPlainOffsets)
+// mixes listings; no invalidation (NoInvalidate) shows the old set after
+// the install.
+func TestHostLayoutSwapUnderLoad(t *testing.T) {
+	t.Run("view", func(t *testing.T) {
+		l, n := hostLoad(t, serveConfig{}, 200, false)
+		t.Logf("%d listings during 200 flips", n)
+		for i, s := range l {
+			if i == 10 {
+				t.Errorf("... %d more", len(l)-10)
+				break
+			}
+			t.Error(s)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		cfg  serveConfig
+	}{{"control-plain-offsets", serveConfig{TopPlainOffsets: true}}, {"control-no-invalidate", serveConfig{NoInvalidate: true}}} {
+		t.Run(c.name, func(t *testing.T) {
+			l, n := hostLoad(t, c.cfg, 400, true)
+			if len(l) == 0 {
+				t.Errorf("%s: no problem in 400 flips (%d listings): the test shows nothing", c.name, n)
+				return
+			}
+			t.Logf("%s: %q", c.name, l[0])
+		})
+	}
+}
+
+// TestHostLayoutListingInterleaved: a listing of a synthetic directory read
+// in several getdents calls, with 64 first listings of other synthetic
+// directories between its calls, is complete and one table's, with or
+// without an install between them. (Without an install the kernel serves
+// the continuation from its copy of the listing; the install makes it ask
+// the view.) Before, the view remembered the last 32 listings rather than
+// the last 32 installs, so parallel readers cut each other's listings
+// short (seen under TestHostLayoutSwapUnderLoad); this fails that way.
+func TestHostLayoutListingInterleaved(t *testing.T) {
+	T := hostT(t)
+	C := filepath.Join(T, "c")
+	var old, niu []string
+	for i := range 12 {
+		old = append(old, mkdir(t, filepath.Join(C, fmt.Sprintf("old-root-number-%02d", i))))
+		niu = append(niu, mkdir(t, filepath.Join(C, fmt.Sprintf("new-root-number-%02d", i))))
+	}
+	// Directories listed once each between the calls: the kernel caches a
+	// listing it has read, so only a first listing reaches the view.
+	var others []string
+	for _, g := range []string{"o", "p"} {
+		for i := range 2 * topListings {
+			others = append(others, mkdir(t, filepath.Join(T, g, fmt.Sprintf("d%02d", i), "r")))
+		}
+	}
+	s := serve(t, serveConfig{Roots: append(slices.Clone(old), others...), Layout: LayoutHost})
+	read := func(fd int) ([]string, error) {
+		buf := make([]byte, 160)
+		n, err := unix.Getdents(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		return names, nil
+	}
+	for round, install := range []bool{false, true} {
+		fd, err := unix.Open(at(s.Mnt, C), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := read(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range others[round*2*topListings : (round+1)*2*topListings] {
+			if _, err := listSmall(at(s.Mnt, filepath.Dir(o))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if install {
+			s.swap(append(slices.Clone(niu), others...)...)
+		}
+		for {
+			names, err := read(fd)
+			if err != nil {
+				t.Fatalf("install %v: %v", install, err)
+			}
+			if len(names) == 0 {
+				break
+			}
+			got = append(got, names...)
+		}
+		unix.Close(fd)
+		want := make([]string, 0, len(old))
+		for _, o := range old {
+			want = append(want, filepath.Base(o))
+		}
+		if !slices.Equal(sorted(got), want) {
+			t.Errorf("install %v: the listing of C read across others is %q, want the old table's %q", install, got, want)
+		}
+	}
 }
