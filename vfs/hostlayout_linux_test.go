@@ -731,3 +731,126 @@ func TestHostLayoutListingInterleaved(t *testing.T) {
 		}
 	}
 }
+
+// expectDisplaced records a problem unless the entry for host path h is
+// displaced with a one-line reason naming it, appears at /<Name> and only
+// there, and reads file f (relative to the root) as content there.
+func (p *problems) expectDisplaced(s *server, info tableInfo, h, f, content string) {
+	for _, e := range info.Entries {
+		if e.HostPath != h {
+			continue
+		}
+		if e.Displaced == "" || strings.Contains(e.Displaced, "\n") || e.ViewPath != e.Name || e.ViewURI != "file:///"+e.Name {
+			p.add("%s: displaced %q, view path %q, name %q, URI %q; want a one-line reason and /<name>", h, e.Displaced, e.ViewPath, e.Name, e.ViewURI)
+		}
+		p.expectRead("displaced "+h, filepath.Join(s.Mnt, e.Name, f), content)
+		return
+	}
+	p.add("%s: no entry (skipped %q)", h, info.Skipped)
+}
+
+// TestHostLayoutDisplaced: a root that is /, is a placeholder's path (a
+// directory or a file), lies below a placeholder, or holds one, appears
+// at /<Name> with Entry.Displaced saying why, and the placeholders stay as
+// they were; a root below a Beneath placeholder appears at its path inside
+// it; a displaced root's name never takes a name the view uses itself.
+func TestHostLayoutDisplaced(t *testing.T) {
+	T := hostT(t)
+	ph := write(t, filepath.Join(T, "ph", "f"), "ph")
+	inner := write(t, filepath.Join(T, "ph", "inner", "f"), "inner")
+	hold := write(t, filepath.Join(T, "hold", "f"), "hold")
+	filePh := write(t, filepath.Join(T, "file.ph"), "file root")
+	ok := write(t, filepath.Join(T, "ok", "app", "f"), "ok")
+	named := write(t, filepath.Join(T, "ph", "tmp", "f"), "named tmp")
+	scratch := write(t, filepath.Join(T, "scratch", "proj", "f"), "proj")
+	ph, inner, hold, ok, named, scratch = filepath.Dir(ph), filepath.Dir(inner), filepath.Dir(hold), filepath.Dir(ok), filepath.Dir(named), filepath.Dir(scratch)
+	first, _, _ := strings.Cut(rel(T), "/")
+	phs := []Placeholder{{Name: "usr"}, {Name: rel(ph)}, {Name: rel(filepath.Join(hold, ".nvm", "v20"))}, {Name: rel(filePh), File: true}}
+
+	t.Run("reserved", func(t *testing.T) {
+		s := serve(t, serveConfig{Layout: LayoutHost, Placeholders: phs, Roots: []string{ph, inner, hold, filePh, ok}})
+		info := s.table()
+		var p problems
+		p.expectDisplaced(s, info, ph, "f", "ph")
+		p.expectDisplaced(s, info, inner, "f", "inner")
+		p.expectDisplaced(s, info, hold, "f", "hold")
+		p.expectDisplaced(s, info, filePh, "", "file root")
+		for _, e := range info.Entries {
+			if e.HostPath == ok && (e.Displaced != "" || e.ViewPath != rel(ok)) {
+				p.add("ok: displaced %q at %q; want its own path", e.Displaced, e.ViewPath)
+			}
+			t.Logf("%s at /%s: %s", e.HostPath, e.ViewPath, e.Displaced)
+		}
+		p.expectRead("ok", at(s.Mnt, filepath.Join(ok, "f")), "ok")
+		p.expectListing("top", s.Mnt, first, "usr", "ph", "inner", "hold", "file.ph")
+		p.expectListing("T", at(s.Mnt, T), "ph", "hold", "file.ph", "ok")
+		p.expectListing("placeholder ph", at(s.Mnt, ph))
+		p.expectSynthetic("placeholder ph", at(s.Mnt, ph))
+		p.expectListing("hold", at(s.Mnt, hold), ".nvm")
+		p.expectSynthetic("hold", at(s.Mnt, hold))
+		var st unix.Stat_t
+		if err := unix.Stat(at(s.Mnt, filePh), &st); err != nil || st.Mode != unix.S_IFREG|0o444 || st.Size != 0 {
+			p.add("file placeholder: mode %o size %d, %v; want the empty 0444 placeholder", st.Mode, st.Size, err)
+		}
+		for _, l := range p.list() {
+			t.Error(l)
+		}
+	})
+	t.Run("slash", func(t *testing.T) {
+		// A view cannot serve / through a mount inside it (Install refuses
+		// the table: the view would look itself up), so / is checked on
+		// the table the view would install.
+		var names []string
+		for _, p := range phs {
+			names = append(names, p.Name)
+		}
+		tab := BuildTable(rootsOf([]string{"/", ok}), TableOptions{Layout: LayoutHost, Reserved: names})
+		defer tab.Close()
+		es := tab.Entries()
+		if len(es) != 2 || es[0].Displaced == nil || strings.Contains(es[0].Displaced.Error(), "\n") || es[0].ViewPath != "root" ||
+			es[0].ViewURI() != "file:///root" || es[1].Displaced != nil || es[1].ViewPath != rel(ok) {
+			t.Fatalf("entries %+v, skipped %v; want / displaced to /root and %s at its path", es, tab.Skipped(), ok)
+		}
+		t.Logf("/: %v", es[0].Displaced)
+	})
+	t.Run("name-taken-by-placeholder-path", func(t *testing.T) {
+		// T/ph/tmp is displaced as "tmp", the first element of the
+		// placeholder's own path: it must get another name, not vanish.
+		s := serve(t, serveConfig{Layout: LayoutHost, Placeholders: phs, Roots: []string{named}})
+		var p problems
+		p.expectDisplaced(s, s.table(), named, "f", "named tmp")
+		p.expectListing("placeholder ph", at(s.Mnt, ph))
+		for _, l := range p.list() {
+			t.Error(l)
+		}
+	})
+	t.Run("below-tmp", func(t *testing.T) {
+		if first != "tmp" {
+			t.Skipf("the temporary directory %s is not below /tmp", T)
+		}
+		for _, beneath := range []bool{true, false} {
+			cfg := serveConfig{Layout: LayoutHost, Placeholders: []Placeholder{{Name: "tmp"}, {Name: "usr"}}, Roots: []string{scratch}}
+			if beneath {
+				cfg.Beneath = []string{"tmp"}
+			}
+			s := serve(t, cfg)
+			info := s.table()
+			var p problems
+			if beneath {
+				if len(info.Entries) != 1 || info.Entries[0].Displaced != "" || info.Entries[0].ViewPath != rel(scratch) {
+					p.add("beneath tmp: %+v; want at its own path", info.Entries)
+				}
+				p.expectRead("beneath tmp", at(s.Mnt, filepath.Join(scratch, "f")), "proj")
+				p.expectListing("beneath tmp", at(s.Mnt, "/tmp"), next("/tmp", T))
+				p.expectListing("top", s.Mnt, "tmp", "usr")
+			} else {
+				p.expectDisplaced(s, info, scratch, "f", "proj")
+				p.expectListing("tmp not beneath", at(s.Mnt, "/tmp"))
+				p.expectListing("top", s.Mnt, "tmp", "usr", "proj")
+			}
+			for _, l := range p.list() {
+				t.Errorf("beneath=%v: %s", beneath, l)
+			}
+		}
+	})
+}

@@ -434,6 +434,10 @@ func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, ad
 	}
 	for _, n := range opts.Reserved {
 		taken[n] = true
+		if opts.Layout == LayoutHost { // a path: its first element is a top-level name
+			first, _, _ := strings.Cut(strings.Trim(n, "/"), "/")
+			taken[first] = true
+		}
 	}
 	seen := map[fileID]bool{}
 	seenPath := map[string]bool{}
