@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -853,4 +854,222 @@ func TestHostLayoutDisplaced(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHostLayoutViewURI: in host layout a root's ViewURI is the client's
+// URI verbatim (percent-encoding, file://localhost/, file:/, the scheme's
+// case), a path from a flag becomes a file:// URI, and the root reads at
+// the decoded path; in flat layout ViewURI is file:///<Name>, as before.
+func TestHostLayoutViewURI(t *testing.T) {
+	T := hostT(t)
+	type tc struct{ uri, dir, want string }
+	cases := []tc{
+		{"file://" + T + "/my%20dir", "my dir", ""},
+		{"file://localhost" + T + "/b", "b", ""},
+		{"file://" + T + "/%C3%A9t%C3%A9", "été", ""},
+		{"file:" + T + "/d", "d", ""},
+		{"FILE://" + T + "/e", "e", ""},
+		{T + "/sp ace", "sp ace", "file://" + T + "/sp%20ace"},
+		{T + "/c", "c", "file://" + T + "/c"},
+	}
+	var uris []string
+	for i, c := range cases {
+		write(t, filepath.Join(T, c.dir, "f"), c.dir)
+		if c.want == "" {
+			cases[i].want = c.uri
+		}
+		uris = append(uris, c.uri)
+	}
+	for _, layout := range []Layout{LayoutHost, LayoutFlat} {
+		t.Run(layout.String(), func(t *testing.T) {
+			s := serve(t, serveConfig{Layout: layout, Roots: uris})
+			info := s.table()
+			if len(info.Entries) != len(cases) {
+				t.Fatalf("entries %+v, skipped %q", info.Entries, info.Skipped)
+			}
+			var p problems
+			for i, c := range cases {
+				e := info.Entries[i]
+				want, in := c.want, filepath.Join(T, c.dir)
+				if layout == LayoutFlat {
+					want, in = "file:///"+strings.ReplaceAll(c.dir, " ", "%20"), "/"+e.Name
+					if c.dir == "été" {
+						want = "file:///%C3%A9t%C3%A9"
+					}
+				}
+				if e.ViewURI != want {
+					p.add("%s: ViewURI %q, want %q", c.uri, e.ViewURI, want)
+				}
+				p.expectRead(c.uri, at(s.Mnt, filepath.Join(in, "f")), c.dir)
+			}
+			for _, l := range p.list() {
+				t.Error(l)
+			}
+		})
+	}
+}
+
+// inView runs f with / at root (the way the sandboxed server sees the
+// view: its / is the mount), on a thread of its own that is discarded
+// afterwards.
+func inView(t *testing.T, root string, f func() error) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			ch <- fmt.Errorf("unshare: %w", err)
+			return
+		}
+		if err := unix.Chroot(root); err != nil {
+			ch <- fmt.Errorf("chroot: %w", err)
+			return
+		}
+		if err := unix.Chdir("/"); err != nil {
+			ch <- err
+			return
+		}
+		ch <- f()
+	}()
+	return <-ch
+}
+
+// readIn reads path on the calling thread (os.ReadFile may run elsewhere).
+func readIn(path string) (string, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 256)
+	n, err := unix.Read(fd, buf)
+	return string(buf[:max(n, 0)]), err
+}
+
+// hostRepoint is the nested-root re-pointing attack in host layout: root
+// T/ws is served writable; the server, through the view, replaces
+// T/ws/app by a symlink to T/secret; the client then lists T/ws and
+// T/ws/app, then T/ws/app alone. It returns whether the secret was
+// reachable through the view, and what the view's table said.
+func hostRepoint(t *testing.T, written bool) (escaped bool, refused []string) {
+	l := newNested(t)
+	write(t, filepath.Join(l.app, "f"), "app")
+	s := serve(t, serveConfig{Layout: LayoutHost, Written: written, Roots: []string{l.ws}})
+	// The server's moves, through its / (the view).
+	if err := inView(t, s.Mnt, func() error {
+		if err := unix.Rename(l.app, l.app+".orig"); err != nil {
+			return err
+		}
+		return unix.Symlink(l.secret, l.app)
+	}); err != nil {
+		t.Fatalf("planting through the view: %v", err)
+	}
+	look := func(when string) {
+		err := inView(t, s.Mnt, func() error {
+			data, err := readIn(filepath.Join(l.app, "token"))
+			if err == nil && strings.Contains(data, "secret") {
+				escaped = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := s.table()
+		for _, e := range info.Entries {
+			if e.HostPath == l.secret {
+				t.Logf("%s: the table admitted %s at %s (covered %v)", when, e.HostPath, e.ViewPath, e.Covered)
+			}
+		}
+		for _, r := range info.Skipped {
+			if strings.HasPrefix(r, "planted: ") && !strings.Contains(r, "\n") {
+				refused = append(refused, when)
+			}
+		}
+	}
+	s.swap(l.ws, l.app)
+	look("with ws")
+	s.swap(l.app)
+	look("app alone")
+	return escaped, refused
+}
+
+// TestHostLayoutNestedRepoint: the nested-root re-pointing attack of
+// roots_written_linux_test.go, through a real mount in host layout. With
+// the session's WriteSet the re-pointed T/ws/app is refused
+// (ErrWritableSymlink) both beside T/ws and alone, and the secret is never
+// reachable; the control (no WriteSet, the resolution before the fix)
+// admits it and the secret reads at T/ws/app.
+func TestHostLayoutNestedRepoint(t *testing.T) {
+	t.Run("view", func(t *testing.T) {
+		escaped, refused := hostRepoint(t, true)
+		if escaped || len(refused) != 2 {
+			t.Errorf("escaped %v, refused %v; want refused with ws and alone, never escaped", escaped, refused)
+		}
+	})
+	t.Run("control", func(t *testing.T) {
+		escaped, refused := hostRepoint(t, false)
+		if !escaped || len(refused) != 0 {
+			t.Errorf("control: escaped %v, refused %v; want the secret reached: the test shows nothing", escaped, refused)
+		}
+	})
+}
+
+// TestHostLayoutPlantedHostLink: a symlink planted inside a root that
+// names a real host path (absolute, or relative with "..") resolves in the
+// view's own namespace: through the view it reaches the target only when
+// the target is itself a root. Controls: the same links followed on the
+// host reach the secret, and do through the view once the secret is a root.
+func TestHostLayoutPlantedHostLink(t *testing.T) {
+	l := newNested(t)
+	s := serve(t, serveConfig{Layout: LayoutHost, Written: true, Roots: []string{l.ws}})
+	abs, relLink := filepath.Join(l.ws, "etc-link"), filepath.Join(l.ws, "rel-link")
+	if err := inView(t, s.Mnt, func() error {
+		if err := unix.Symlink(l.secret, abs); err != nil {
+			return err
+		}
+		return unix.Symlink("../secret", relLink)
+	}); err != nil {
+		t.Fatalf("planting through the view: %v", err)
+	}
+	reach := func() (map[string]error, error) {
+		out := map[string]error{}
+		err := inView(t, s.Mnt, func() error {
+			for _, link := range []string{abs, relLink} {
+				data, err := readIn(filepath.Join(link, "token"))
+				if err == nil && data != "secret\n" {
+					err = fmt.Errorf("read %q", data)
+				}
+				out[link] = err
+			}
+			return nil
+		})
+		return out, err
+	}
+	got, err := reach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for link, err := range got {
+		if !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("%s/token through the view: %v, want ENOENT", link, err)
+		}
+	}
+	// Control 1: the links are real and name the secret on the host.
+	for _, link := range []string{abs, relLink} {
+		if data, err := os.ReadFile(filepath.Join(link, "token")); err != nil || string(data) != "secret\n" {
+			t.Errorf("control: %s/token on the host: %q, %v; want the secret", link, data, err)
+		}
+	}
+	// Control 2: with the secret a root, the view's namespace holds it.
+	s.swap(l.ws, l.secret)
+	got, err = reach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for link, err := range got {
+		if err != nil {
+			t.Errorf("control: %s/token through the view with the secret a root: %v", link, err)
+		}
+	}
 }
