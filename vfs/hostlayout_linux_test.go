@@ -1073,3 +1073,53 @@ func TestHostLayoutPlantedHostLink(t *testing.T) {
 		}
 	}
 }
+
+// TestHostLayoutNestedThroughHostLink: roots T/ws and T/ws/app where app is
+// a host-made symlink (read-only roots: nothing is refused as planted).
+// Reached through T/ws, the link resolves in the view's namespace, where
+// its target is not; so a nested root is covered by the outer one only
+// when it lies in it on the host too, and otherwise appears under its own
+// name. Its files must be reachable at the entry's path either way.
+func TestHostLayoutNestedThroughHostLink(t *testing.T) {
+	T := hostT(t)
+	ws := mkdir(t, filepath.Join(T, "ws"))
+	write(t, filepath.Join(T, "elsewhere", "app", "f"), "elsewhere")
+	write(t, filepath.Join(ws, "real", "lib", "f"), "inside")
+	if err := os.Symlink(filepath.Join(T, "elsewhere", "app"), filepath.Join(ws, "app")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../elsewhere/app", filepath.Join(ws, "rel")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real/lib", filepath.Join(ws, "lib")); err != nil {
+		t.Fatal(err)
+	}
+	roots := []string{ws, filepath.Join(ws, "app"), filepath.Join(ws, "rel"), filepath.Join(ws, "lib")}
+	s := serve(t, serveConfig{Layout: LayoutHost, ReadOnly: true, Written: true, Roots: roots})
+	info := s.table()
+	if len(info.Entries) != len(roots) {
+		t.Fatalf("entries %+v, skipped %q", info.Entries, info.Skipped)
+	}
+	want := map[string]string{roots[1]: "elsewhere", roots[2]: "elsewhere", roots[3]: "inside"}
+	for _, e := range info.Entries[1:3] {
+		if e.Covered || e.Displaced == "" || strings.Contains(e.Displaced, "\n") {
+			t.Errorf("%s: covered %v, displaced %q; want displaced with a one-line reason", e.HostPath, e.Covered, e.Displaced)
+		}
+	}
+	for _, e := range info.Entries[1:] {
+		t.Logf("%s at /%s covered %v displaced %q", e.HostPath, e.ViewPath, e.Covered, e.Displaced)
+	}
+	err := inView(t, s.Mnt, func() error {
+		var errs []error
+		for i, e := range info.Entries[1:] {
+			data, err := readIn(filepath.Join("/", e.ViewPath, "f"))
+			if err != nil || data != want[roots[i+1]] {
+				errs = append(errs, fmt.Errorf("root %s at /%s (covered %v): %q, %v; want %q", roots[i+1], e.ViewPath, e.Covered, data, err, want[roots[i+1]]))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}

@@ -545,6 +545,27 @@ func place(entries []*Entry, opts TableOptions) {
 			e.ViewPath, e.host = vp, true
 		}
 	}
+	// A root inside another is reached through it, by the view's own path
+	// resolution: only when it lies there on the host too (no symlink on
+	// the way leads elsewhere) does that reach the same files; otherwise
+	// it appears under its flat name. Each is checked against the
+	// outermost root it lies in, so the outcome does not depend on order.
+	var outer []*Entry
+	for _, e := range entries {
+		var o *Entry
+		for _, d := range entries {
+			if d != e && d.host && d.IsDir && strings.HasPrefix(e.ViewPath, d.ViewPath+"/") && (o == nil || len(d.ViewPath) < len(o.ViewPath)) {
+				o = d
+			}
+		}
+		outer = append(outer, o)
+	}
+	for i, e := range entries {
+		if o := outer[i]; e.host && o != nil && e.HostPath != path.Join(o.HostPath, strings.TrimPrefix(e.ViewPath, o.ViewPath)) {
+			e.Displaced = fmt.Errorf("root %q lies in root %q, but a symlink on the way leads to %s, which the view cannot show at that path: it appears under its own name", e.Root.URI, o.Root.URI, e.HostPath)
+			e.ViewPath, e.host = "", false
+		}
+	}
 	for _, e := range entries {
 		if !e.host {
 			continue
