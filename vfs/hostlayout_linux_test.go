@@ -341,6 +341,15 @@ func hostSwap(t *testing.T, noInvalidate bool) []string {
 	p.expectGone("empty", v(T))
 	s.swap(app, docs)
 	p.expectRead("back", v(filepath.Join(docs, "f")), "docs")
+
+	// A single-file root at a deep path comes and goes.
+	notes := write(t, filepath.Join(T, "a", "notes.txt"), "notes")
+	warm(notes)
+	s.swap(app, notes)
+	p.expectRead("file root", v(notes), "notes")
+	p.expectListing("file root", v(filepath.Join(T, "a")), "src", "notes.txt")
+	s.swap(app)
+	p.expectGone("file root removed", v(notes))
 	return p.list()
 }
 
@@ -365,16 +374,32 @@ func TestHostLayoutSwap(t *testing.T) {
 }
 
 // TestHostLayoutNested: roots T/ws and T/ws/app, added and removed in every
-// order. While T/ws is there, T/ws/app is Covered (reached through T/ws,
-// the host's directory); with T/ws/app alone, T/ws is synthetic and lists
-// only app.
+// order (all 12 transitions between the 4 states). While T/ws is there,
+// T/ws/app is Covered (reached through T/ws, the host's directory); with
+// T/ws/app alone, T/ws is synthetic and lists only app. Under a 1h cache;
+// the control turns the kernel invalidation off.
 func TestHostLayoutNested(t *testing.T) {
+	t.Run("view", func(t *testing.T) {
+		for _, l := range hostNested(t, false) {
+			t.Error(l)
+		}
+	})
+	t.Run("control", func(t *testing.T) {
+		if l := hostNested(t, true); len(l) == 0 {
+			t.Error("control: without invalidation every state was still seen at once: the test shows nothing")
+		}
+	})
+}
+
+// hostNested runs TestHostLayoutNested's states and returns the problems
+// seen (the control turns the kernel invalidation off).
+func hostNested(t *testing.T, noInvalidate bool) []string {
 	T := hostT(t)
 	ws := mkdir(t, filepath.Join(T, "ws"))
 	write(t, filepath.Join(ws, "top"), "top")
 	app := mkdir(t, filepath.Join(ws, "app"))
 	write(t, filepath.Join(app, "f"), "app")
-	s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour})
+	s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour, NoInvalidate: noInvalidate})
 	var p problems
 	v := func(h string) string { return at(s.Mnt, h) }
 	check := func(state string, roots ...string) {
@@ -419,9 +444,7 @@ func TestHostLayoutNested(t *testing.T) {
 		s.swap(st...)
 		check(fmt.Sprintf("step %d %q", i, st), st...)
 	}
-	for _, l := range p.list() {
-		t.Error(l)
-	}
+	return p.list()
 }
 
 // TestHostLayoutPlaceholderMounts: mounts on placeholders (a tmpfs on a
