@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -932,34 +931,18 @@ func TestHostLayoutViewURI(t *testing.T) {
 	}
 }
 
-// inView runs f with / at root (the way the sandboxed server sees the
-// view: its / is the mount), on a thread of its own that is discarded
-// afterwards.
-func inView(t *testing.T, root string, f func() error) error {
-	t.Helper()
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			ch <- fmt.Errorf("unshare: %w", err)
-			return
-		}
-		if err := unix.Chroot(root); err != nil {
-			ch <- fmt.Errorf("chroot: %w", err)
-			return
-		}
-		if err := unix.Chdir("/"); err != nil {
-			ch <- err
-			return
-		}
-		ch <- f()
-	}()
-	return <-ch
-}
-
-// readIn reads path on the calling thread (os.ReadFile may run elsewhere).
-func readIn(path string) (string, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+// readInView reads path as a process whose / is the view mounted at mnt
+// (the sandboxed server) would: resolved with the mount as its root
+// (RESOLVE_IN_ROOT), so absolute and ".." symlinks stay in the view's
+// namespace. (A chrooted thread would do the same, but a goroutine may run
+// on the main thread, and /proc/self then answers for a chrooted process.)
+func readInView(mnt, path string) (string, error) {
+	root, err := unix.Open(mnt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, rel(path), &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT})
 	if err != nil {
 		return "", err
 	}
@@ -978,25 +961,16 @@ func hostRepoint(t *testing.T, written bool) (escaped bool, refused []string) {
 	l := newNested(t)
 	write(t, filepath.Join(l.app, "f"), "app")
 	s := serve(t, serveConfig{Layout: LayoutHost, Written: written, Roots: []string{l.ws}})
-	// The server's moves, through its / (the view).
-	if err := inView(t, s.Mnt, func() error {
-		if err := unix.Rename(l.app, l.app+".orig"); err != nil {
-			return err
-		}
-		return unix.Symlink(l.secret, l.app)
-	}); err != nil {
-		t.Fatalf("planting through the view: %v", err)
+	// The server's moves, through the view (no symlink on the way).
+	if err := unix.Rename(at(s.Mnt, l.app), at(s.Mnt, l.app+".orig")); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Symlink(l.secret, at(s.Mnt, l.app)); err != nil {
+		t.Fatal(err)
 	}
 	look := func(when string) {
-		err := inView(t, s.Mnt, func() error {
-			data, err := readIn(filepath.Join(l.app, "token"))
-			if err == nil && strings.Contains(data, "secret") {
-				escaped = true
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		if data, err := readInView(s.Mnt, filepath.Join(l.app, "token")); err == nil && strings.Contains(data, "secret") {
+			escaped = true
 		}
 		info := s.table()
 		for _, e := range info.Entries {
@@ -1047,33 +1021,25 @@ func TestHostLayoutPlantedHostLink(t *testing.T) {
 	l := newNested(t)
 	s := serve(t, serveConfig{Layout: LayoutHost, Written: true, Roots: []string{l.ws}})
 	abs, relLink := filepath.Join(l.ws, "etc-link"), filepath.Join(l.ws, "rel-link")
-	if err := inView(t, s.Mnt, func() error {
-		if err := unix.Symlink(l.secret, abs); err != nil {
-			return err
-		}
-		return unix.Symlink("../secret", relLink)
-	}); err != nil {
-		t.Fatalf("planting through the view: %v", err)
-	}
-	reach := func() (map[string]error, error) {
-		out := map[string]error{}
-		err := inView(t, s.Mnt, func() error {
-			for _, link := range []string{abs, relLink} {
-				data, err := readIn(filepath.Join(link, "token"))
-				if err == nil && data != "secret\n" {
-					err = fmt.Errorf("read %q", data)
-				}
-				out[link] = err
-			}
-			return nil
-		})
-		return out, err
-	}
-	got, err := reach()
-	if err != nil {
+	// Planted through the view.
+	if err := unix.Symlink(l.secret, at(s.Mnt, abs)); err != nil {
 		t.Fatal(err)
 	}
-	for link, err := range got {
+	if err := unix.Symlink("../secret", at(s.Mnt, relLink)); err != nil {
+		t.Fatal(err)
+	}
+	reach := func() map[string]error {
+		out := map[string]error{}
+		for _, link := range []string{abs, relLink} {
+			data, err := readInView(s.Mnt, filepath.Join(link, "token"))
+			if err == nil && data != "secret\n" {
+				err = fmt.Errorf("read %q", data)
+			}
+			out[link] = err
+		}
+		return out
+	}
+	for link, err := range reach() {
 		if !errors.Is(err, syscall.ENOENT) {
 			t.Errorf("%s/token through the view: %v, want ENOENT", link, err)
 		}
@@ -1086,11 +1052,7 @@ func TestHostLayoutPlantedHostLink(t *testing.T) {
 	}
 	// Control 2: with the secret a root, the view's namespace holds it.
 	s.swap(l.ws, l.secret)
-	got, err = reach()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for link, err := range got {
+	for link, err := range reach() {
 		if err != nil {
 			t.Errorf("control: %s/token through the view with the secret a root: %v", link, err)
 		}
@@ -1132,17 +1094,10 @@ func TestHostLayoutNestedThroughHostLink(t *testing.T) {
 	for _, e := range info.Entries[1:] {
 		t.Logf("%s at /%s covered %v displaced %q", e.HostPath, e.ViewPath, e.Covered, e.Displaced)
 	}
-	err := inView(t, s.Mnt, func() error {
-		var errs []error
-		for i, e := range info.Entries[1:] {
-			data, err := readIn(filepath.Join("/", e.ViewPath, "f"))
-			if err != nil || data != want[roots[i+1]] {
-				errs = append(errs, fmt.Errorf("root %s at /%s (covered %v): %q, %v; want %q", roots[i+1], e.ViewPath, e.Covered, data, err, want[roots[i+1]]))
-			}
+	for i, e := range info.Entries[1:] {
+		data, err := readInView(s.Mnt, filepath.Join("/", e.ViewPath, "f"))
+		if err != nil || data != want[roots[i+1]] {
+			t.Errorf("root %s at /%s (covered %v): %q, %v; want %q", roots[i+1], e.ViewPath, e.Covered, data, err, want[roots[i+1]])
 		}
-		return errors.Join(errs...)
-	})
-	if err != nil {
-		t.Error(err)
 	}
 }
