@@ -78,6 +78,9 @@ type serveConfig struct {
 	Layout  Layout
 	Beneath []string
 	Written bool
+	// BoundEntries is Options.BoundEntries (the entries will be covered by
+	// binds).
+	BoundEntries bool
 }
 
 // tableInfo is what the "table" command reports of the table served.
@@ -140,7 +143,7 @@ func serveMain(cfgJSON string) int {
 			defer written.Close()
 		}
 		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log,
-			Layout: cfg.Layout, Beneath: cfg.Beneath, Written: written})
+			Layout: cfg.Layout, Beneath: cfg.Beneath, Written: written, BoundEntries: cfg.BoundEntries})
 		root = v.root
 		opts = v.fuseOptions()
 	}

@@ -1101,3 +1101,44 @@ func TestHostLayoutNestedThroughHostLink(t *testing.T) {
 		}
 	}
 }
+
+// TestHostLayoutBoundEntries: with Options.BoundEntries each entry is
+// covered by a bind of its host directory (as rootfs run's kernel data
+// path does); installs that add and remove other roots beside it, below
+// new synthetic directories, or leave its parent with it alone, keep the
+// bind; the install that removes it detaches it and its path is ENOENT.
+func TestHostLayoutBoundEntries(t *testing.T) {
+	T := hostT(t)
+	x := write(t, filepath.Join(T, "a", "x", "f"), "x")
+	y := write(t, filepath.Join(T, "a", "y", "f"), "y")
+	z := write(t, filepath.Join(T, "a", "z", "f"), "z")
+	w := write(t, filepath.Join(T, "b", "w", "f"), "w")
+	x, y, z, w = filepath.Dir(x), filepath.Dir(y), filepath.Dir(z), filepath.Dir(w)
+	s := serve(t, serveConfig{Layout: LayoutHost, BoundEntries: true, Roots: []string{x, y}})
+	mountOn(t, x, at(s.Mnt, x))
+	write(t, filepath.Join(x, "g"), "written on the host")
+	var p problems
+	for i, roots := range [][]string{{x, y, z}, {x}, {x, w}, {w, x, y}, {x}} {
+		s.swap(roots...)
+		where := fmt.Sprintf("install %d", i)
+		if !mounted(at(s.Mnt, x)) {
+			p.add("%s: the bind on x was detached", where)
+		}
+		p.expectRead(where, at(s.Mnt, filepath.Join(x, "g")), "written on the host")
+		for _, r := range []string{y, z, w} {
+			if slices.Contains(roots, r) {
+				p.expectRead(where, at(s.Mnt, filepath.Join(r, "f")), filepath.Base(r))
+			} else {
+				p.expectGone(where, at(s.Mnt, r))
+			}
+		}
+	}
+	s.swap(w)
+	if mounted(at(s.Mnt, x)) {
+		p.add("x removed: its bind stayed")
+	}
+	p.expectGone("x removed", at(s.Mnt, x))
+	for _, l := range p.list() {
+		t.Error(l)
+	}
+}
