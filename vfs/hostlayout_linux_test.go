@@ -1142,3 +1142,34 @@ func TestHostLayoutBoundEntries(t *testing.T) {
 		t.Error(l)
 	}
 }
+
+// TestHostLayoutEXDEV: roots that share ancestors are still separate file
+// systems to a client: a rename, link or exchange across them is EXDEV,
+// into a synthetic directory EPERM, and a root itself cannot be renamed;
+// within a root, including into a nested root it covers, a rename works.
+func TestHostLayoutEXDEV(t *testing.T) {
+	T := hostT(t)
+	app := mkdir(t, filepath.Join(T, "a", "src", "app"))
+	docs := mkdir(t, filepath.Join(T, "a", "docs"))
+	ws := mkdir(t, filepath.Join(T, "ws"))
+	inner := mkdir(t, filepath.Join(ws, "app"))
+	write(t, filepath.Join(app, "f"), "f")
+	write(t, filepath.Join(docs, "g"), "g")
+	write(t, filepath.Join(ws, "h"), "h")
+	s := serve(t, serveConfig{Layout: LayoutHost, Roots: []string{app, docs, ws, inner}})
+	v := func(h string) string { return at(s.Mnt, h) }
+	wantErrno(t, "rename across roots", os.Rename(v(filepath.Join(app, "f")), v(filepath.Join(docs, "f"))), syscall.EXDEV)
+	wantErrno(t, "link across roots", os.Link(v(filepath.Join(app, "f")), v(filepath.Join(docs, "f"))), syscall.EXDEV)
+	wantErrno(t, "exchange across roots", unix.Renameat2(unix.AT_FDCWD, v(filepath.Join(app, "f")), unix.AT_FDCWD, v(filepath.Join(docs, "g")), unix.RENAME_EXCHANGE), syscall.EXDEV)
+	wantErrno(t, "rename into a synthetic directory", os.Rename(v(filepath.Join(app, "f")), v(filepath.Join(T, "a", "f"))), syscall.EPERM)
+	wantErrno(t, "rename a root", os.Rename(v(docs), v(filepath.Join(T, "a", "docs2"))), syscall.EPERM)
+	wantErrno(t, "rename a root into another", os.Rename(v(docs), v(filepath.Join(app, "docs"))), syscall.EPERM)
+	if _, err := os.Stat(filepath.Join(docs, "f")); err == nil {
+		t.Errorf("f reached root docs on the host")
+	}
+	if err := os.Rename(v(filepath.Join(ws, "h")), v(filepath.Join(inner, "h"))); err != nil {
+		t.Errorf("rename within ws into the nested root it covers: %v", err)
+	} else if got := readFile(t, filepath.Join(inner, "h")); got != "h" {
+		t.Errorf("host ws/app/h = %q", got)
+	}
+}
