@@ -1173,3 +1173,50 @@ func TestHostLayoutEXDEV(t *testing.T) {
 		t.Errorf("host ws/app/h = %q", got)
 	}
 }
+
+// TestHostLayoutHostChanges: the host watcher's cases of TestViewHostChanges
+// and TestViewHostMount with the root at its own (deep) path: a change
+// made on the host shows through the view although the kernel caches for
+// an hour. The control drops the watcher's events.
+func TestHostLayoutHostChanges(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		t.Run(map[bool]string{false: "watched", true: "control"}[control], func(t *testing.T) {
+			h, r := hostChangeTree(t)
+			d := mkdir(t, filepath.Join(r, "mnt-here"))
+			write(t, filepath.Join(d, "under"), "u")
+			s := serve(t, serveConfig{Layout: LayoutHost, Roots: []string{r}, NoHostEvents: control})
+			m := at(s.Mnt, h) // the cases name the root m/r
+			for _, c := range hostChanges() {
+				c.prime(t, m)
+				c.prime(t, m)
+				if ok, got := c.seen(m); ok {
+					t.Fatalf("%s: seen before the change: %s", c.name, got)
+				}
+				c.make(t, h)
+				ok, got, after := poll(c.seen, m, control)
+				switch {
+				case control && ok:
+					t.Errorf("%s: seen after %v without the watcher's events: the control shows nothing (%s)", c.name, after, got)
+				case !control && !ok:
+					t.Errorf("%s: not seen through the view %v after the host change: %s", c.name, after, got)
+				}
+			}
+			// A mount made on the host below the root.
+			md := at(s.Mnt, d)
+			names(t, md)
+			names(t, md)
+			mountOn(t, "", d)
+			write(t, filepath.Join(d, "over"), "o")
+			ok, got, after := poll(func(string) (bool, string) {
+				ns := names(t, md)
+				return slices.Equal(ns, []string{"over"}), fmt.Sprint(ns)
+			}, m, control)
+			switch {
+			case control && ok:
+				t.Errorf("mount seen after %v without the watcher: the control shows nothing", after)
+			case !control && !ok:
+				t.Errorf("mount over a cached directory not seen after %v: %s", after, got)
+			}
+		})
+	}
+}
