@@ -851,10 +851,12 @@ func TestHostLayoutDisplaced(t *testing.T) {
 		if first != "tmp" {
 			t.Skipf("the temporary directory %s is not below /tmp", T)
 		}
-		for _, beneath := range []bool{true, false} {
+		// Beneath as a path ("/tmp/") means the same as "tmp".
+		for _, b := range []string{"tmp", "/tmp/", ""} {
+			beneath := b != ""
 			cfg := serveConfig{Layout: LayoutHost, Placeholders: []Placeholder{{Name: "tmp"}, {Name: "usr"}}, Roots: []string{scratch}}
 			if beneath {
-				cfg.Beneath = []string{"tmp"}
+				cfg.Beneath = []string{b}
 			}
 			s := serve(t, cfg)
 			info := s.table()
@@ -872,7 +874,7 @@ func TestHostLayoutDisplaced(t *testing.T) {
 				p.expectListing("top", s.Mnt, "tmp", "usr", "proj")
 			}
 			for _, l := range p.list() {
-				t.Errorf("beneath=%v: %s", beneath, l)
+				t.Errorf("beneath %q: %s", b, l)
 			}
 		}
 	})

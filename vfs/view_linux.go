@@ -166,6 +166,12 @@ func NewView(opts Options) *View {
 	if v.log == nil {
 		v.log = zap.NewNop()
 	}
+	// Beneath as placeholder names ("/tmp/" is "tmp"), as TableOptions
+	// reads it: the view hid roots the table had placed.
+	v.opts.Beneath = nil
+	for _, b := range opts.Beneath {
+		v.opts.Beneath = append(v.opts.Beneath, strings.Trim(b, "/"))
+	}
 	phSeen := map[string]bool{}
 	for i, p := range opts.Placeholders {
 		ok := validTopName(p.Name) || opts.Layout == LayoutHost && validKey(p.Name)
