@@ -309,8 +309,21 @@ func hostSwap(t *testing.T, noInvalidate bool) []string {
 	p.expectListing("added deep root", v(T), "a", "b")
 	warm(filepath.Join(T, "b"), filepath.Join(T, "b", "x"), deep, filepath.Join(deep, "f"))
 
-	// Its synthetic directories leave with their last root.
+	// Its synthetic directories leave with their last root; a handle
+	// opened under a leaving root (its page cached) is revoked: EIO.
+	f, err := os.Open(v(filepath.Join(docs, "f")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 16)
+	if _, err := f.ReadAt(buf[:2], 0); err != nil {
+		t.Fatal(err)
+	}
 	s.swap(app)
+	if _, err := f.ReadAt(buf, 0); !errors.Is(err, syscall.EIO) {
+		p.add("read of a handle under a removed deep root: %v, want EIO", err)
+	}
 	for _, h := range []string{filepath.Join(deep, "f"), deep, filepath.Join(T, "b", "x"), filepath.Join(T, "b"), docs} {
 		p.expectGone("removed", v(h))
 	}
