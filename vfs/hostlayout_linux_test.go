@@ -1235,3 +1235,99 @@ func TestHostLayoutHostChanges(t *testing.T) {
 		})
 	}
 }
+
+// TestHostLayoutPlacementProperties: for random sets of roots (nested,
+// through symlinks, at and around placeholders, with colliding names, /,
+// files), the host layout places every root somewhere: no entry is hidden
+// by the view (snapshotOf keeps every entry that is not covered), host
+// paths and displaced names never collide or nest except through a root
+// that covers another, and a covered root lies in its outer root on the
+// host at the same path.
+func TestHostLayoutPlacementProperties(t *testing.T) {
+	T := hostT(t)
+	for _, d := range []string{"a/b/c", "ph/x", "ph/tmp", "hold/y", "q/a", "r/a", "s/usr", "s/root", "real/in"} {
+		mkdir(t, filepath.Join(T, d))
+	}
+	write(t, filepath.Join(T, "file"), "f")
+	write(t, filepath.Join(T, "a", "file"), "f")
+	os.Symlink(filepath.Join(T, "a"), filepath.Join(T, "lnk"))
+	os.Symlink(filepath.Join(T, "real"), filepath.Join(T, "a", "out"))
+	os.Symlink("b", filepath.Join(T, "a", "in"))
+	pool := []string{"/", T, filepath.Join(T, "a"), filepath.Join(T, "a", "b"), filepath.Join(T, "a", "b", "c"),
+		filepath.Join(T, "ph"), filepath.Join(T, "ph", "x"), filepath.Join(T, "ph", "tmp"), filepath.Join(T, "hold"),
+		filepath.Join(T, "hold", "y"), filepath.Join(T, "q", "a"), filepath.Join(T, "r", "a"), filepath.Join(T, "s", "usr"),
+		filepath.Join(T, "s", "root"), filepath.Join(T, "file"), filepath.Join(T, "a", "file"), filepath.Join(T, "lnk"),
+		filepath.Join(T, "lnk", "b"), filepath.Join(T, "a", "out"), filepath.Join(T, "a", "out", "in"), filepath.Join(T, "a", "in"),
+		filepath.Join(T, "real"), filepath.Join(T, "s")}
+	configs := map[string]Options{
+		"deep-placeholders": {Layout: LayoutHost, NoHostWatch: true, Placeholders: []Placeholder{
+			{Name: "usr"}, {Name: "bin", Symlink: "usr/bin"}, {Name: rel(filepath.Join(T, "ph"))},
+			{Name: rel(filepath.Join(T, "hold", ".nvm", "v20"))}, {Name: "etc/resolv.conf", File: true}}},
+		"tmp-beneath": {Layout: LayoutHost, NoHostWatch: true, Beneath: []string{"tmp"}, Placeholders: []Placeholder{
+			{Name: "usr"}, {Name: "tmp"}, {Name: "root"}}},
+	}
+	for name, opts := range configs {
+		t.Run(name, func(t *testing.T) {
+			v := NewView(opts)
+			defer v.Close()
+			seed := uint64(1)
+			rnd := func(n int) int { // a fixed sequence: the failures reproduce
+				seed = seed*6364136223846793005 + 1442695040888963407
+				return int(seed>>33) % n
+			}
+			for iter := range 400 {
+				var roots []string
+				for range 1 + rnd(7) {
+					roots = append(roots, pool[rnd(len(pool))])
+				}
+				tab := BuildTable(rootsOf(roots), TableOptions{Layout: LayoutHost, Reserved: v.reserved(), Beneath: v.opts.Beneath})
+				ns := v.snapshotOf(tab, v.cur.Load())
+				var visible int
+				top := map[string]string{} // top-level name -> who
+				for _, e := range tab.Entries() {
+					if e.Covered {
+						var outer *Entry
+						for _, d := range tab.Entries() {
+							if d != e && !d.Covered && d.Displaced == nil && d.IsDir && strings.HasPrefix(e.ViewPath, d.ViewPath+"/") {
+								outer = d
+							}
+						}
+						if outer == nil || e.HostPath != filepath.Join(outer.HostPath, strings.TrimPrefix(e.ViewPath, outer.ViewPath)) {
+							t.Errorf("iter %d %q: %s covered at %s, but not inside an outer root at that path (%v)", iter, roots, e.HostPath, e.ViewPath, outer)
+						}
+						continue
+					}
+					visible++
+					first, _, _ := strings.Cut(e.ViewPath, "/")
+					if e.Displaced != nil {
+						if who, ok := top[first]; ok {
+							t.Errorf("iter %d %q: displaced %s at /%s collides with %s", iter, roots, e.HostPath, first, who)
+						}
+						for _, p := range opts.Placeholders {
+							if f, _, _ := strings.Cut(p.Name, "/"); f == first {
+								t.Errorf("iter %d %q: displaced %s at /%s collides with placeholder %s", iter, roots, e.HostPath, first, p.Name)
+							}
+						}
+					} else if who, ok := top[first]; ok && strings.HasPrefix(who, "displaced") {
+						t.Errorf("iter %d %q: %s at %s collides with %s", iter, roots, e.HostPath, e.ViewPath, who)
+					}
+					if e.Displaced != nil {
+						top[first] = "displaced " + e.HostPath
+					} else if _, ok := top[first]; !ok {
+						top[first] = e.HostPath
+					}
+				}
+				if len(ns.order) != visible {
+					t.Errorf("iter %d %q: %d entries to show, the view shows %d (%q)", iter, roots, visible, len(ns.order), ns.order)
+					for _, e := range tab.Entries() {
+						t.Logf("  %s at %q covered %v displaced %v", e.HostPath, e.ViewPath, e.Covered, e.Displaced)
+					}
+				}
+				tab.Close()
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+}
