@@ -239,6 +239,15 @@ func wrap(rootfs string, flags []string, argv ...string) []string {
 // rather than at their own paths, rootfs run's default.
 func flatLayout() bool { return os.Getenv("ROOTFS_TEST_LAYOUT") == "flat" }
 
+// inView is where rootfs run shows the root at host path p: p itself, or
+// /<last name> in flat layout.
+func inView(p string) string {
+	if flatLayout() {
+		return "/" + filepath.Base(p)
+	}
+	return p
+}
+
 // flat returns flags with --layout flat first: for tests whose scripts
 // name roots /<name> (hostlayout_test.go has their host-layout twins).
 func flat(flags ...string) []string { return append([]string{"--layout", "flat"}, flags...) }

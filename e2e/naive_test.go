@@ -100,6 +100,7 @@ func TestNaiveServer(t *testing.T) {
 		steps := []step{
 			until("roots", "get_roots", nil, []string{alphaURI}, nil),
 			call("ls /", "list_dir", map[string]any{"path": "/"}),
+			call("ls parent", "list_dir", map[string]any{"path": filepath.Dir(p.in("proj-alpha"))}), // "/" in flat layout
 			call("ls root", "list_dir", map[string]any{"path": p.in("proj-alpha")}),
 			call("read in root", "read_file", map[string]any{"path": p.in("proj-alpha", "proj-alpha.txt")}),
 			call("read deep in root", "read_file", map[string]any{"path": p.in("proj-beta", "sub", "deep.md")}),
@@ -181,9 +182,11 @@ func TestNaiveServer(t *testing.T) {
 				leaked = append(leaked, name)
 			}
 		}
-		expect(t, kindContain, "/ holds only roots and the runtime",
-			r.succeeded() && len(leaked) == 0 && strings.Contains(r.Text, "proj-alpha") && strings.Contains(r.Text, "proj-beta"),
-			"unexpected top level %q (host dirs %q): %s", r.Text, leaked, r)
+		par := tr.step(t, "ls parent")
+		expect(t, kindContain, "/ holds only roots and the runtime, the roots' parent only the roots",
+			r.succeeded() && len(leaked) == 0 && par.succeeded() && strings.Contains(par.Text, "proj-alpha") && strings.Contains(par.Text, "proj-beta") &&
+				!strings.Contains(par.Text, "outside"),
+			"unexpected top level %q (host dirs %q) or parent %q: %s", r.Text, leaked, par.Text, r)
 		expect(t, kindWorks, "list a root", tr.step(t, "ls root").succeeded() && strings.Contains(tr.step(t, "ls root").Text, "proj-alpha.txt"),
 			"%s", tr.step(t, "ls root"))
 		expect(t, kindWorks, "read in a root", strings.Contains(tr.step(t, "read in root").Text, "content of proj-alpha"),

@@ -187,8 +187,12 @@ func NewView(opts Options) *View {
 			addDirs(v.phDirs, phSeen, p.Name)
 		}
 	}
-	// A placeholder cannot also be a directory leading to another.
-	for name := range v.placeholders {
+	// A file or symlink placeholder cannot also lead to another; a
+	// directory one can (tmp, with the mount points of binds below it).
+	for name, i := range v.placeholders {
+		if p := opts.Placeholders[i]; !p.File && p.Symlink == "" {
+			continue
+		}
 		if _, ok := v.phDirs[name]; ok {
 			v.log.Warn("placeholder ignored: another one lies below it", zap.String("name", name))
 			delete(v.placeholders, name)
