@@ -310,7 +310,7 @@ func setupRoot(spec *Spec) error {
 	// inside the view's tmp/X mounted over the private /tmp/X: after it.
 	var late []mountOp
 	for _, op := range ops {
-		if spec.HostLayout && op.kind == "bind" && strings.HasPrefix(filepath.Clean(op.dest), "/tmp/") {
+		if spec.HostLayout && (op.kind == "bind" || op.kind == "overlay") && strings.HasPrefix(filepath.Clean(op.dest), "/tmp/") {
 			late = append(late, op)
 			continue
 		}
