@@ -113,10 +113,10 @@ func swapUnderLoad(t *testing.T, host bool) {
 				}
 				// Flat layout: the roots are top-level names, listed with
 				// the placeholders beside them.
-				flags, dir, what, scratch := append([]string{"--layout", "flat"}, m.flags...), "/", "/", "/tmp"
+				flags, dir, what, scratch := flat(m.flags...), "/", "/", "/tmp"
 				has := func(s, n string) bool { return strings.Contains(s, "file:///"+n+"\"") }
 				if host {
-					flags, dir, what = append([]string{"--layout", "host"}, m.flags...), base, "the roots' common ancestor in host layout"
+					flags, dir, what = hostFlags(m.flags...), base, "the roots' common ancestor in host layout"
 					// The lister keeps its own files in /dev/shm: the roots
 					// are below /tmp, whose behaviour TestHostLayoutAncestors
 					// checks; this case is about the swap alone.
@@ -245,7 +245,7 @@ func TestDataPathRemoval(t *testing.T) {
 			base := dpHost(t, m.uid, map[string]string{"keep/k.txt": "kept\n", "gone/f.txt": "gone content\n", "one.txt": "single file\n"})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, m.flags, naive), m.cred,
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(m.flags...), naive), m.cred,
 				fileRoot(filepath.Join(base, "keep")), fileRoot(filepath.Join(base, "gone")), fileRoot(filepath.Join(base, "one.txt")))
 			unprivilegedRefused(t, m, err, stderr)
 			if err != nil {
@@ -306,7 +306,7 @@ func TestDataPathReadOnly(t *testing.T) {
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flags, naive), m.cred)
+				_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(flags...), naive), m.cred)
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -349,7 +349,7 @@ func TestDataPathSetID(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append([]string{"--root", r}, m.flags...), naive), m.cred)
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(append([]string{"--root", r}, m.flags...)...), naive), m.cred)
 			unprivilegedRefused(t, m, err, stderr)
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -417,7 +417,7 @@ func TestDataPathHostSymlinkRace(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append([]string{"--root", ws}, m.flags...), naive), m.cred)
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(append([]string{"--root", ws}, m.flags...)...), naive), m.cred)
 			unprivilegedRefused(t, m, err, stderr)
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)

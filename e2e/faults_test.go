@@ -53,8 +53,8 @@ func TestFaultServerCrash(t *testing.T) {
 		mark := marker()
 		p := startRaw(t, wrap(rootfs, nil, naive, mark), f.rootsFor("proj-alpha"), true)
 		p.initialize(true)
-		p.waitPath("/proj-alpha")
-		text, isErr, err := p.tool("list_dir", map[string]any{"path": "/proj-alpha"}, 30*time.Second)
+		p.waitPath(f.v("proj-alpha"))
+		text, isErr, err := p.tool("list_dir", map[string]any{"path": f.v("proj-alpha")}, 30*time.Second)
 		if !expect(t, kindWorks, "session works before the crash", err == nil && !isErr && strings.Contains(text, "proj-alpha.txt"),
 			"%q isError=%v err=%v\nstderr:\n%s", text, isErr, err, p.stderr) {
 			return
@@ -77,7 +77,7 @@ func TestFaultServerCrash(t *testing.T) {
 		mark := marker()
 		p := startRaw(t, wrap(rootfs, nil, naive, mark), f.rootsFor("proj-alpha"), true)
 		p.initialize(true)
-		p.waitPath("/proj-alpha")
+		p.waitPath(f.v("proj-alpha"))
 		_, _, err := p.tool("crash", map[string]any{"code": 1, "signal": 9}, 10*time.Second)
 		expect(t, kindWorks, "SIGKILLed server: the client gets an error", err != nil && strings.HasPrefix(err.Error(), "json-rpc error"),
 			"got %v\nstderr:\n%s", err, p.stderr)
@@ -98,8 +98,8 @@ func TestFaultClientGone(t *testing.T) {
 	mark := marker()
 	p := startRaw(t, wrap(rootfs, nil, naive, mark), f.rootsFor("proj-alpha"), true)
 	p.initialize(true)
-	p.waitPath("/proj-alpha")
-	if _, isErr, err := p.tool("list_dir", map[string]any{"path": "/proj-alpha"}, 30*time.Second); err != nil || isErr {
+	p.waitPath(f.v("proj-alpha"))
+	if _, isErr, err := p.tool("list_dir", map[string]any{"path": f.v("proj-alpha")}, 30*time.Second); err != nil || isErr {
 		t.Fatalf("session does not work: isError=%v err=%v\nstderr:\n%s", isErr, err, p.stderr)
 	}
 	if len(markedProcs(mark)) == 0 {
@@ -138,7 +138,7 @@ func TestFaultRootsNeverAnswered(t *testing.T) {
 	text, isErr, err := p.tool("list_dir", map[string]any{"path": "/"}, 90*time.Second)
 	expect(t, kindWorks, "tool calls work while roots/list is unanswered", err == nil && !isErr, "%q isError=%v err=%v\nstderr:\n%s", text, isErr, err, p.stderr)
 	expect(t, kindContain, "no root appears without the client's answer", !strings.Contains(text, "proj-alpha"), "/ holds %q", text)
-	text, _, err = p.tool("read_file", map[string]any{"path": "/proj-alpha/proj-alpha.txt"}, 90*time.Second)
+	text, _, err = p.tool("read_file", map[string]any{"path": f.v("proj-alpha", "proj-alpha.txt")}, 90*time.Second)
 	expect(t, kindContain, "the unanswered root is not readable", err == nil && !strings.Contains(text, "content of"), "%q err=%v", text, err)
 
 	logged := regexp.MustCompile(`(?i)roots.*(time|answer|respond|wait)|(time|answer|respond|wait).*roots`)
@@ -163,12 +163,12 @@ func TestFaultListChangedBurst(t *testing.T) {
 	tr := runTS(t, wrap(rootfs, nil, naive), scenario{
 		Roots: f.rootsFor("proj-alpha", "proj-beta"),
 		Steps: []step{
-			until("first roots", "get_roots", nil, []string{"file:///proj-alpha", "file:///proj-beta"}, nil),
+			until("first roots", "get_roots", nil, []string{f.vuri("proj-alpha"), f.vuri("proj-beta")}, nil),
 			setRoots("burst", f.rootsFor("proj-gamma"), burst),
-			until("final roots", "get_roots", nil, []string{"file:///proj-gamma"}, []string{"proj-alpha", "proj-beta"}),
-			call("ls /", "list_dir", map[string]any{"path": "/"}),
-			call("read final", "read_file", map[string]any{"path": "/proj-gamma/proj-gamma.txt"}),
-			call("read removed", "read_file", map[string]any{"path": "/proj-alpha/proj-alpha.txt"}),
+			until("final roots", "get_roots", nil, []string{f.vuri("proj-gamma")}, []string{"proj-alpha", "proj-beta"}),
+			call("ls /", "list_dir", map[string]any{"path": filepath.Dir(f.v("proj-gamma"))}), // "/" in flat layout
+			call("read final", "read_file", map[string]any{"path": f.v("proj-gamma", "proj-gamma.txt")}),
+			call("read removed", "read_file", map[string]any{"path": f.v("proj-alpha", "proj-alpha.txt")}),
 			step{"op": "sleep", "ms": 1000},
 			call("stats", "stats", nil),
 		},
@@ -199,17 +199,17 @@ func TestFaultRootDeleted(t *testing.T) {
 	f := newFixture(t, "proj-alpha", "proj-doomed")
 	p := startRaw(t, wrap(rootfs, nil, naive), f.rootsFor("proj-alpha", "proj-doomed"), true)
 	p.initialize(true)
-	p.waitPath("/proj-doomed")
-	text, _, err := p.tool("list_dir", map[string]any{"path": "/proj-doomed"}, 30*time.Second)
+	p.waitPath(f.v("proj-doomed"))
+	text, _, err := p.tool("list_dir", map[string]any{"path": f.v("proj-doomed")}, 30*time.Second)
 	if err != nil || !strings.Contains(text, "proj-doomed.txt") {
 		t.Fatalf("root not served: %q %v\nstderr:\n%s", text, err, p.stderr)
 	}
 	must(t, os.RemoveAll(f.roots["proj-doomed"]))
 
 	for _, c := range []struct{ tool, path string }{
-		{"read_file", "/proj-doomed/proj-doomed.txt"},
-		{"list_dir", "/proj-doomed"},
-		{"write_file", "/proj-doomed/new.txt"},
+		{"read_file", f.v("proj-doomed", "proj-doomed.txt")},
+		{"list_dir", f.v("proj-doomed")},
+		{"write_file", f.v("proj-doomed", "new.txt")},
 	} {
 		args := map[string]any{"path": c.path}
 		if c.tool == "write_file" {
@@ -233,10 +233,10 @@ func TestFaultRootDeleted(t *testing.T) {
 	}
 	// Recreating the path does not bring a new tree into the view behind the client's back.
 	mustWrite(t, filepath.Join(f.roots["proj-doomed"], "impostor.txt"), "impostor\n")
-	text, _, _ = p.tool("read_file", map[string]any{"path": "/proj-doomed/impostor.txt"}, 30*time.Second)
+	text, _, _ = p.tool("read_file", map[string]any{"path": f.v("proj-doomed", "impostor.txt")}, 30*time.Second)
 	t.Logf("read of a file recreated at the deleted root's host path: %q", text)
 
-	text, isErr, err := p.tool("read_file", map[string]any{"path": "/proj-alpha/proj-alpha.txt"}, 30*time.Second)
+	text, isErr, err := p.tool("read_file", map[string]any{"path": f.v("proj-alpha", "proj-alpha.txt")}, 30*time.Second)
 	expect(t, kindWorks, "deleted root: the other root still works", err == nil && !isErr && strings.Contains(text, "content of"),
 		"%q isError=%v err=%v\nstderr:\n%s", text, isErr, err, p.stderr)
 	_, exited := p.waitExit(0)
@@ -251,13 +251,13 @@ func TestFaultStderrFlood(t *testing.T) {
 	f := newFixture(t, "proj-alpha")
 	p := startRaw(t, wrap(rootfs, nil, naive), f.rootsFor("proj-alpha"), true)
 	p.initialize(true)
-	p.waitPath("/proj-alpha")
+	p.waitPath(f.v("proj-alpha"))
 	const n = 32 << 20
 	start := time.Now()
 	text, isErr, err := p.tool("flood_stderr", map[string]any{"bytes": n}, 2*time.Minute)
 	t.Logf("flood of %d MiB answered in %v; rootfs passed on %d bytes of stderr", n>>20, time.Since(start).Round(time.Millisecond), p.stderr.Total())
 	expect(t, kindWorks, "stderr flood: the request is answered", err == nil && !isErr, "%q %v", text, err)
-	text, isErr, err = p.tool("list_dir", map[string]any{"path": "/proj-alpha"}, 30*time.Second)
+	text, isErr, err = p.tool("list_dir", map[string]any{"path": f.v("proj-alpha")}, 30*time.Second)
 	expect(t, kindWorks, "stderr flood: the session goes on", err == nil && !isErr && strings.Contains(text, "proj-alpha.txt"),
 		"%q isError=%v err=%v", text, isErr, err)
 }
@@ -288,7 +288,7 @@ func TestFaultBanner(t *testing.T) {
 		if !expect(t, kindWorks, "banner: the go-sdk client connects through rootfs", err == nil, "%v\nstderr:\n%s", err, stderr) {
 			return
 		}
-		text, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, "file:///proj-alpha") })
+		text, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, f.vuri("proj-alpha")) })
 		expect(t, kindWorks, "banner: the session works", err == nil, "%q %v\nstderr:\n%s", text, err, stderr)
 		dropped := regexp.MustCompile(`(?i)Server started on stdio|non-json|not json|not a json|banner|dropp`)
 		expect(t, kindWorks, "banner: the dropped line is logged", dropped.MatchString(stderr.String()), "stderr:\n%s", stderr)

@@ -239,6 +239,19 @@ func wrap(rootfs string, flags []string, argv ...string) []string {
 // rather than at their own paths, rootfs run's default.
 func flatLayout() bool { return os.Getenv("ROOTFS_TEST_LAYOUT") == "flat" }
 
+// inView is where rootfs run shows the root at host path p: p itself, or
+// /<last name> in flat layout.
+func inView(p string) string {
+	if flatLayout() {
+		return "/" + filepath.Base(p)
+	}
+	return p
+}
+
+// flat returns flags with --layout flat first: for tests whose scripts
+// name roots /<name> (hostlayout_test.go has their host-layout twins).
+func flat(flags ...string) []string { return append([]string{"--layout", "flat"}, flags...) }
+
 // nodeFlags are the rootfs flags a node server from e2e/node_modules needs:
 // node_modules is not a runtime directory, so it is bound read-only.
 func nodeFlags() []string { return []string{"--ro-bind", nodeModules()} }
@@ -302,6 +315,21 @@ func newFixture(t *testing.T, rootNames ...string) *fixture {
 // root returns the MCP root for name, as a client would send it.
 func (f *fixture) root(name string) mcpRoot {
 	return mcpRoot{URI: "file://" + f.roots[name], Name: "Root " + name}
+}
+
+// v is the path of root name (and elem below it) inside rootfs run's view:
+// its host path, or /<name> in flat layout.
+func (f *fixture) v(name string, elem ...string) string {
+	return paths{f: f, wrapped: true}.in(name, elem...)
+}
+
+// vuri is the URI the server's roots/list gives for root name under
+// rootfs run: the client's own, or file:///<name> in flat layout.
+func (f *fixture) vuri(name string) string {
+	if flatLayout() {
+		return "file:///" + filepath.Base(f.roots[name])
+	}
+	return f.root(name).URI
 }
 
 func (f *fixture) rootsFor(names ...string) []mcpRoot {

@@ -528,7 +528,9 @@ func TestLaunchStaticBinaryByItsViewPath(t *testing.T) {
 	writeExec(t, filepath.Join(proj, "bin", "server"), string(data))
 	mustWrite(t, filepath.Join(proj, "README"), "in the root\n")
 
-	tr := runTS(t, wrap(rootfs, []string{"--root", proj}, "/proj/bin/server"), scenario{
+	// A path that exists only in the view: flat layout (in host layout
+	// the view path is the host path, which runs anyway).
+	tr := runTS(t, wrap(rootfs, flat("--root", proj), "/proj/bin/server"), scenario{
 		Env:   map[string]string{"HOME": home},
 		Roots: []mcpRoot{},
 		Steps: []step{
@@ -542,7 +544,7 @@ func TestLaunchStaticBinaryByItsViewPath(t *testing.T) {
 	expect(t, kindWorks, "it runs in the view of its root", r.succeeded() && strings.Contains(r.Text, "in the root"), "%s", r)
 
 	// Negative control: with no root holding it, the same path is not found.
-	_, status, stderr := rawRun(t, wrap(rootfs, nil, "/proj/bin/server"), launchEnv(home), 10*time.Second)
+	_, status, stderr := rawRun(t, wrap(rootfs, flat(), "/proj/bin/server"), launchEnv(home), 10*time.Second)
 	expect(t, kindControl, "without the root the in-view path is not found", status == 127, "status %d, stderr:\n%s", status, stderr)
 }
 
@@ -635,7 +637,7 @@ func TestLaunchGitIdentity(t *testing.T) {
 	}))
 	steps := []step{
 		call("ident", "exec", map[string]any{"argv": []string{"git", "var", "GIT_AUTHOR_IDENT"}}),
-		call("status", "exec", map[string]any{"argv": []string{"git", "-C", "/repo", "status", "--short"}}),
+		call("status", "exec", map[string]any{"argv": []string{"git", "-C", inView(repo), "status", "--short"}}),
 	}
 	env := map[string]string{"HOME": home}
 	tr := runTS(t, wrap(rootfs, []string{"--git-identity", "--root", repo}, naive), scenario{Env: env, Roots: []mcpRoot{}, Steps: steps})
@@ -661,7 +663,7 @@ func TestLaunchWorkingDirectoryIsTheFallbackRoot(t *testing.T) {
 	env := map[string]string{"HOME": home}
 
 	tr := runTS(t, wrap(rootfs, nil, naive), scenario{Env: env, Cwd: proj, Capabilities: noRoots, Steps: []step{
-		until("plan", "read_file", map[string]any{"path": "/proj/plan.md"}, []string{"the plan"}, nil),
+		until("plan", "read_file", map[string]any{"path": inView(proj) + "/plan.md"}, []string{"the plan"}, nil),
 	}})
 	r := tr.step(t, "plan")
 	expect(t, kindWorks, "a client without roots and no --root: the working directory is the root", r.Satisfied, "%s\nstderr:\n%s", r, tr.stderr)
@@ -670,7 +672,7 @@ func TestLaunchWorkingDirectoryIsTheFallbackRoot(t *testing.T) {
 	// Started in the home directory itself: no root; once the client turns out to declare
 	// none, rootfs refuses in one line naming --root (and the server is stopped).
 	tr = runTS(t, wrap(rootfs, nil, naive), scenario{Env: env, Cwd: home, Capabilities: noRoots, Steps: []step{
-		call("notes", "read_file", map[string]any{"path": "/" + filepath.Base(home) + "/notes.txt"}),
+		call("notes", "read_file", map[string]any{"path": inView(home) + "/notes.txt"}),
 		call("list", "list_dir", map[string]any{"path": "/"}),
 	}})
 	n := tr.step(t, "notes")
@@ -679,7 +681,7 @@ func TestLaunchWorkingDirectoryIsTheFallbackRoot(t *testing.T) {
 
 	// Control: given as --root, the same file is read (so the case can fail).
 	tr = runTS(t, wrap(rootfs, []string{"--root", home}, naive), scenario{Env: env, Cwd: home, Capabilities: noRoots, Steps: []step{
-		call("notes", "read_file", map[string]any{"path": "/" + filepath.Base(home) + "/notes.txt"}),
+		call("notes", "read_file", map[string]any{"path": inView(home) + "/notes.txt"}),
 	}})
 	n = tr.step(t, "notes")
 	expect(t, kindControl, "with --root the home directory's file is read", n.succeeded() && strings.Contains(n.Text, "private notes"), "%s", n)

@@ -112,10 +112,12 @@ func TestNaiveServer(t *testing.T) {
 			got[x.URI] = x.Name
 		}
 		expect(t, kindWorks, "roots/list returns translated URIs",
-			len(lr.Roots) == 2 && got["file:///proj-alpha"] == "Root proj-alpha" && got["file:///proj-beta"] == "Root proj-beta",
-			"want file:///proj-alpha and file:///proj-beta with names kept: %s\nstderr:\n%s", r, tr.stderr)
-		expect(t, kindContain, "roots/list shows no host path", !strings.Contains(r.Text, f.base),
-			"host path %s in the server's roots/list: %s", f.base, r)
+			len(lr.Roots) == 2 && got[f.vuri("proj-alpha")] == "Root proj-alpha" && got[f.vuri("proj-beta")] == "Root proj-beta",
+			"want %s and %s with names kept: %s\nstderr:\n%s", f.vuri("proj-alpha"), f.vuri("proj-beta"), r, tr.stderr)
+		if flatLayout() {
+			expect(t, kindContain, "roots/list shows no host path", !strings.Contains(r.Text, f.base),
+				"host path %s in the server's roots/list: %s", f.base, r)
+		}
 
 		r = tr.step(t, "ls /")
 		var leaked []string
@@ -125,9 +127,11 @@ func TestNaiveServer(t *testing.T) {
 				leaked = append(leaked, name)
 			}
 		}
-		expect(t, kindContain, "/ holds only roots and the runtime",
-			r.succeeded() && len(leaked) == 0 && strings.Contains(r.Text, "proj-alpha") && strings.Contains(r.Text, "proj-beta"),
-			"unexpected top level %q (host dirs %q): %s", r.Text, leaked, r)
+		par := tr.step(t, "ls parent")
+		expect(t, kindContain, "/ holds only roots and the runtime, the roots' parent only the roots",
+			r.succeeded() && len(leaked) == 0 && par.succeeded() && strings.Contains(par.Text, "proj-alpha") && strings.Contains(par.Text, "proj-beta") &&
+				!strings.Contains(par.Text, "outside"),
+			"unexpected top level %q (host dirs %q) or parent %q: %s", r.Text, leaked, par.Text, r)
 	})
 }
 
@@ -137,12 +141,13 @@ func TestNaiveServer(t *testing.T) {
 func runNaive(t *testing.T, f *fixture, roDir string, argv []string, p paths, extra ...step) *transcript {
 	t.Helper()
 	alphaURI := "file://" + f.roots["proj-alpha"]
-	if p.wrapped && flatLayout() {
-		alphaURI = "file:///proj-alpha"
+	if p.wrapped {
+		alphaURI = f.vuri("proj-alpha")
 	}
 	steps := []step{
 		until("roots", "get_roots", nil, []string{alphaURI}, nil),
 		call("ls /", "list_dir", map[string]any{"path": "/"}),
+		call("ls parent", "list_dir", map[string]any{"path": filepath.Dir(p.in("proj-alpha"))}), // "/" in flat layout
 		call("ls root", "list_dir", map[string]any{"path": p.in("proj-alpha")}),
 		call("read in root", "read_file", map[string]any{"path": p.in("proj-alpha", "proj-alpha.txt")}),
 		call("read deep in root", "read_file", map[string]any{"path": p.in("proj-beta", "sub", "deep.md")}),

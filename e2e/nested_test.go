@@ -197,7 +197,7 @@ func TestNestedRootListChanged(t *testing.T) {
 				h := newNestedHost(t, m.uid)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, m.flags, naive), m.cred, fileRoot(h.ws), fileRoot(h.app))
+				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flat(m.flags...), naive), m.cred, fileRoot(h.ws), fileRoot(h.app))
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -271,7 +271,7 @@ func TestNestedRootBeforeInitialize(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
 				flags := append([]string{"--root", h.ws, "--ro-bind", filepath.Dir(naive)}, m.flags...)
-				argv := wrap(rootfs, flags, "/bin/sh", "-c", h.plantScript()+" && exec "+naive)
+				argv := wrap(rootfs, flat(flags...), "/bin/sh", "-c", h.plantScript()+" && exec "+naive)
 				_, cs, stderr, err := connectAs(t, ctx, argv, m.cred, fileRoot(h.app))
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {

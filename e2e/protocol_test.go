@@ -99,7 +99,7 @@ func TestProtocolServerForgesRoots(t *testing.T) {
 	f := newFixture(t, "proj-alpha")
 	p := startRaw(t, wrap(rootfs, nil, naive), f.rootsFor("proj-alpha"), true)
 	p.initialize(true)
-	p.waitPath("/proj-alpha")
+	p.waitPath(f.v("proj-alpha"))
 	before, isErr, err := p.tool("list_dir", map[string]any{"path": "/"}, 30*time.Second)
 	if err != nil || isErr {
 		t.Fatalf("list_dir /: %q %v\nstderr:\n%s", before, err, p.stderr)
@@ -125,6 +125,6 @@ func TestProtocolServerForgesRoots(t *testing.T) {
 		"before %q, after %q (%v)\nstderr:\n%s", before, after, err, p.stderr)
 	roots, _, err := p.tool("get_roots", nil, 30*time.Second)
 	expect(t, kindContain, "forged roots do not reach the server's roots/list",
-		err == nil && strings.Contains(roots, "file:///proj-alpha") && !strings.Contains(roots, `"file:///"`),
+		err == nil && strings.Contains(roots, f.vuri("proj-alpha")) && !strings.Contains(roots, `"file:///"`),
 		"%q %v", roots, err)
 }

@@ -128,7 +128,7 @@ func TestWrapConfig(t *testing.T) {
 		if !expect(t, kindWorks, "wrapped entry: the server starts under rootfs", err == nil, "connect: %v\nstderr:\n%s", err, stderr) {
 			return
 		}
-		text, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, "file:///proj-alpha") })
+		text, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, f.root("proj-alpha").URI) })
 		expect(t, kindWorks, "wrapped entry: the client's roots reach the server", err == nil, "get_roots %q err=%v\nstderr:\n%s", text, err, stderr)
 		text, isErr, err := toolText(ctx, cs, "read_file", map[string]any{"path": f.secret})
 		expect(t, kindContain, "wrapped entry: a host file outside the roots is out of reach",

@@ -306,13 +306,25 @@ func setupRoot(spec *Spec) error {
 			unix.Close(t)
 		}
 	}()
+	// In host layout a bind below /tmp lands on the view's mount point,
+	// inside the view's tmp/X mounted over the private /tmp/X: after it.
+	var late []mountOp
 	for _, op := range ops {
+		if spec.HostLayout && (op.kind == "bind" || op.kind == "overlay") && strings.HasPrefix(filepath.Clean(op.dest), "/tmp/") {
+			late = append(late, op)
+			continue
+		}
 		if err := apply(root, op); err != nil {
 			return err
 		}
 	}
 	if err := attachTmpRoots(root, spec.TmpRoots, trees); err != nil {
 		return err
+	}
+	for _, op := range late {
+		if err := apply(root, op); err != nil {
+			return err
+		}
 	}
 	if err := os.Chdir(root); err != nil {
 		return err

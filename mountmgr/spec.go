@@ -200,7 +200,10 @@ func (s *Spec) bindPoints(direct map[string]vfs.Placeholder) []vfs.Placeholder {
 	var out []vfs.Placeholder
 	for _, b := range binds {
 		dest := filepath.Clean(b.Dest)
-		if _, ok := direct[topLevel(dest)]; ok {
+		if _, ok := direct[topLevel(dest)]; ok && topLevel(dest) != "tmp" {
+			// (Below /tmp the view holds the mount point too: a root
+			// below /tmp brings the view's tmp/X over the sandbox's
+			// /tmp/X, see tmproots_linux.go.)
 			continue
 		}
 		inner := false

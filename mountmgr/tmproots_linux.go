@@ -50,6 +50,27 @@ func TmpRoots(entries []*vfs.Entry) []string {
 	return out
 }
 
+// TmpPlaceholders returns the first components below /tmp of the view's
+// placeholders (host layout: the mount points of binds below /tmp), which
+// the sandbox's /tmp shows from the view from the start and for good.
+func TmpPlaceholders(ps []vfs.Placeholder) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range ps {
+		rest, ok := strings.CutPrefix(p.Name, "tmp/")
+		if !ok {
+			continue
+		}
+		first, _, _ := strings.Cut(rest, "/")
+		if !seen[first] {
+			seen[first] = true
+			out = append(out, first)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // cloneTmpRoot returns a detached recursive clone of the view's tmp/x
 // (viewFD: the view's root), nosuid,nodev.
 func cloneTmpRoot(viewFD int, x string) (int, error) {
@@ -154,10 +175,13 @@ func (b *RootBinds) syncTmp() {
 	if b.nsFD < 0 || b.dirFD < 0 {
 		return
 	}
-	want := TmpRoots(b.v.Entries())
+	want := append(TmpRoots(b.v.Entries()), b.tmpKeep...)
 	var add, drop []string
 	wanted := map[string]bool{}
 	for _, x := range want {
+		if wanted[x] {
+			continue
+		}
 		wanted[x] = true
 		if _, ok := b.tmp[x]; !ok {
 			add = append(add, x)
@@ -221,9 +245,10 @@ func (b *RootBinds) syncTmp() {
 }
 
 // Attach names the sandbox (its init's pid, in this PID namespace) whose
-// /tmp shows the roots below /tmp, and which of them its init mounted
-// already (Spec.TmpRoots, made by it).
-func (b *RootBinds) Attach(pid int, mounted []string) error {
+// /tmp shows the roots below /tmp, which of them its init mounted already
+// (Spec.TmpRoots, made by it), and which stay mounted whatever the roots
+// (TmpPlaceholders: binds below them).
+func (b *RootBinds) Attach(pid int, mounted, keep []string) error {
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("%w: the sandbox's mount namespace: %v", ErrSetup, err)
@@ -237,6 +262,7 @@ func (b *RootBinds) Attach(pid int, mounted []string) error {
 	for _, x := range mounted {
 		b.tmp[x] = true
 	}
+	b.tmpKeep = keep
 	b.syncTmp()
 	return nil
 }

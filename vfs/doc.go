@@ -171,14 +171,16 @@
 //
 // # Caching
 //
-// The top level itself (its attributes, the placeholders and, on the
-// kernel data path, the entries' names) changes only at an install, which
-// invalidates what it changes; the kernel caches them for an hour. Its
-// listing is not cached (FOPEN_CACHE_DIR): the kernel continues a listing
-// whose cache an install dropped with an uncached READDIR at the same
-// offset, which mixed two tables in one listing in the swap-under-load test
-// (e2e TestDataPathSwapUnderLoad); each listing of / is one OPENDIR,
-// READDIRPLUS, READDIR and RELEASEDIR.
+// The synthetic directories (the top level, and in host layout those
+// leading to the roots: their attributes, their placeholders, their
+// listings and, on the kernel data path, the entries' names) change only
+// at an install, which invalidates what it changes; the kernel caches them
+// for an hour. Without OPENDIR (noopendir_linux.go) the kernel keeps their
+// listings as under FOPEN_CACHE_DIR, so listing / again sends nothing
+// (TestViewSyntheticListingsCached). A listing the kernel reads in several
+// requests while an install drops its cache continues with an uncached
+// READDIR at its offset; the offset names the snapshot the listing began
+// in (toplist_linux.go), so it never mixes two tables.
 //
 // Where the daemon may use fanotify filesystem marks (root in the initial
 // user namespace; see hostwatch_linux.go), a host watcher reports every

@@ -16,6 +16,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -72,6 +73,25 @@ type serveConfig struct {
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
 	Loopback []string
+	// Layout and Beneath are Options.Layout and Options.Beneath; Written
+	// gives the view a session WriteSet (Options.Written).
+	Layout  Layout
+	Beneath []string
+	Written bool
+	// BoundEntries is Options.BoundEntries (the entries will be covered by
+	// binds).
+	BoundEntries bool
+}
+
+// tableInfo is what the "table" command reports of the table served.
+type tableInfo struct {
+	Entries []entryInfo
+	Skipped []string // each reason's text, prefixed by "planted: " for ErrWritableSymlink
+}
+
+type entryInfo struct {
+	Name, ViewPath, ViewURI, HostPath, Displaced string
+	Covered                                      bool
 }
 
 func TestMain(m *testing.M) {
@@ -117,7 +137,13 @@ func serveMain(cfgJSON string) int {
 		opts = &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec}
 	} else {
 		log, _ := zap.NewDevelopment()
-		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log})
+		var written *WriteSet
+		if cfg.Written {
+			written = NewWriteSet(0)
+			defer written.Close()
+		}
+		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log,
+			Layout: cfg.Layout, Beneath: cfg.Beneath, Written: written, BoundEntries: cfg.BoundEntries})
 		root = v.root
 		opts = v.fuseOptions()
 	}
@@ -136,7 +162,7 @@ func serveMain(cfgJSON string) int {
 		return 1
 	}
 	if v != nil {
-		if err := v.swap(BuildTable(rootsOf(cfg.Roots), TableOptions{Reserved: v.reserved()})); err != nil {
+		if _, err := v.Install(rootsOf(cfg.Roots)); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: swap:", err)
 		}
 	}
@@ -157,11 +183,29 @@ func serveMain(cfgJSON string) int {
 					fmt.Println("err", err)
 					continue
 				}
-				if err := v.swap(BuildTable(rootsOf(paths), TableOptions{Reserved: v.reserved()})); err != nil {
+				if _, err := v.Install(rootsOf(paths)); err != nil {
 					fmt.Println("err", err)
 					continue
 				}
 				fmt.Println("ok")
+			case "table":
+				var info tableInfo
+				for _, e := range v.Table().Entries() {
+					ei := entryInfo{Name: e.Name, ViewPath: e.ViewPath, ViewURI: e.ViewURI(), HostPath: e.HostPath, Covered: e.Covered}
+					if e.Displaced != nil {
+						ei.Displaced = e.Displaced.Error()
+					}
+					info.Entries = append(info.Entries, ei)
+				}
+				for _, sk := range v.Table().Skipped() {
+					r := sk.Reason.Error()
+					if errors.Is(sk.Reason, ErrWritableSymlink) {
+						r = "planted: " + r
+					}
+					info.Skipped = append(info.Skipped, r)
+				}
+				data, _ := json.Marshal(info)
+				fmt.Println(string(data))
 			case "notified":
 				// The host watcher's notifications so far.
 				fmt.Println(testNotified.Load())
@@ -308,6 +352,20 @@ func (s *server) fds() int {
 		s.t.Fatalf("fds: %q", s.out.Text())
 	}
 	return n
+}
+
+// table returns what the server's current table holds and left out.
+func (s *server) table() tableInfo {
+	s.t.Helper()
+	fmt.Fprintln(s.in, "table")
+	if !s.out.Scan() {
+		s.t.Fatal("server gone")
+	}
+	var info tableInfo
+	if err := json.Unmarshal(s.out.Bytes(), &info); err != nil {
+		s.t.Fatalf("table: %q: %v", s.out.Text(), err)
+	}
+	return info
 }
 
 // swap asks the server to swap to these roots and returns after the

@@ -96,3 +96,60 @@ func TestViewWarmWalkNoDirRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestViewSyntheticListingsCached: the synthetic directories (the top
+// level, and in host layout those leading to the roots) change only at an
+// install, so the kernel keeps their listings: listing them again sends no
+// request, and an install that changes them shows in the very next
+// listing. The control serves OPENDIR (the kernel then asks every time).
+func TestViewSyntheticListingsCached(t *testing.T) {
+	for _, control := range []bool{false, true} {
+		for _, layout := range []Layout{LayoutFlat, LayoutHost} {
+			name := layout.String()
+			if control {
+				name += "/opendir-control"
+			}
+			t.Run(name, func(t *testing.T) {
+				h := hostTree(t)
+				a := mkdir(t, filepath.Join(h, "ws", "a"))
+				b := mkdir(t, filepath.Join(h, "ws", "b"))
+				s := serve(t, serveConfig{Roots: []string{a}, Layout: layout, KeepOpendir: control, Placeholders: []Placeholder{{Name: "usr"}}})
+				dir := s.Mnt
+				if layout == LayoutHost {
+					dir = filepath.Join(s.Mnt, filepath.Dir(a))
+				}
+				list := func() []string {
+					t.Helper()
+					es, err := os.ReadDir(dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var out []string
+					for _, e := range es {
+						out = append(out, e.Name())
+					}
+					return out
+				}
+				first := list()
+				n0 := s.dirRequests()
+				for range 3 {
+					if got := list(); !slices.Equal(got, first) {
+						t.Fatalf("listing changed without an install: %q, then %q", first, got)
+					}
+				}
+				n := s.dirRequests() - n0
+				t.Logf("3 listings of %s: %d directory requests", dir, n)
+				switch {
+				case !control && n != 0:
+					t.Errorf("warm listings of a synthetic directory sent %d requests, want 0", n)
+				case control && n < 3:
+					t.Errorf("control: only %d requests for 3 listings: the test shows nothing", n)
+				}
+				s.swap(a, b)
+				if got := list(); !slices.Contains(got, "b") {
+					t.Errorf("after an install adding b, the listing is %q", got)
+				}
+			})
+		}
+	}
+}

@@ -434,6 +434,10 @@ func build(roots []Root, opts TableOptions, taint func(dev, ino uint64) bool, ad
 	}
 	for _, n := range opts.Reserved {
 		taken[n] = true
+		if opts.Layout == LayoutHost { // a path: its first element is a top-level name
+			first, _, _ := strings.Cut(strings.Trim(n, "/"), "/")
+			taken[first] = true
+		}
 	}
 	seen := map[fileID]bool{}
 	seenPath := map[string]bool{}
@@ -539,6 +543,27 @@ func place(entries []*Entry, opts TableOptions) {
 		}
 		if e.Displaced == nil {
 			e.ViewPath, e.host = vp, true
+		}
+	}
+	// A root inside another is reached through it, by the view's own path
+	// resolution: only when it lies there on the host too (no symlink on
+	// the way leads elsewhere) does that reach the same files; otherwise
+	// it appears under its flat name. Each is checked against the
+	// outermost root it lies in, so the outcome does not depend on order.
+	var outer []*Entry
+	for _, e := range entries {
+		var o *Entry
+		for _, d := range entries {
+			if d != e && d.host && d.IsDir && strings.HasPrefix(e.ViewPath, d.ViewPath+"/") && (o == nil || len(d.ViewPath) < len(o.ViewPath)) {
+				o = d
+			}
+		}
+		outer = append(outer, o)
+	}
+	for i, e := range entries {
+		if o := outer[i]; e.host && o != nil && e.HostPath != path.Join(o.HostPath, strings.TrimPrefix(e.ViewPath, o.ViewPath)) {
+			e.Displaced = fmt.Errorf("root %q lies in root %q, but a symlink on the way leads to %s, which the view cannot show at that path: it appears under its own name", e.Root.URI, o.Root.URI, e.HostPath)
+			e.ViewPath, e.host = "", false
 		}
 	}
 	for _, e := range entries {

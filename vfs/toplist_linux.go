@@ -10,53 +10,51 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// A listing of the top level is one table's, even when the kernel reads it
-// in several requests and an install comes in between.
+// A listing of a synthetic directory (the top level, or in host layout one
+// leading to the roots) is one table's, even when the kernel reads it in
+// several requests and an install comes in between.
 //
 // Without OPENDIR (noopendir_linux.go) every READDIR request gets a fresh
 // stream that seeks to the kernel's offset; with a plain index as the
 // offset, a listing continued after an install read the new table from the
 // old one's position: names repeated or skipped, or EINVAL where the new
 // table was shorter (seen as "ls: reading directory '/': Invalid argument"
-// under root flips). So each listing is kept, and every offset names its
-// listing and its position in it: a continuation reads on in the same
-// listing. The view keeps the last topListings listings; a continuation of
-// an older one ends the listing there (a prefix of one table, never a
-// mix).
+// under root flips). So every offset names the snapshot the listing was
+// made from (its generation) and the position in it, and the view keeps
+// the snapshots of the last topListings installs: a continuation lists on
+// from the same snapshot. One begun before that many installs ends there
+// (a prefix of one table, never a mix). The bound counts installs, not
+// listings: when it counted listings, readers listing in parallel (every
+// synthetic directory's listings shared it) pushed each other's out and
+// cut listings short without any install in between.
 
 const (
 	topListings = 32
-	topIdxBits  = 16 // the top level holds at most MaxRoots entries plus the placeholders
+	topIdxBits  = 16 // a synthetic directory holds at most MaxRoots entries plus the placeholders
 )
 
-// topLists holds the recent listings of the top level.
+// topLists holds the snapshots of the recent installs, by generation.
 type topLists struct {
-	// mu guards the fields that follow.
+	// mu guards the field that follows.
 	mu   sync.Mutex
-	next uint64
-	ring [topListings]topList
+	ring [topListings]*snapshot
 }
 
-type topList struct {
-	id      uint64 // 0: free
-	entries []fuse.DirEntry
-}
-
-func (l *topLists) add(entries []fuse.DirEntry) uint64 {
+// add records s; swap calls it before publishing s, so that every
+// snapshot a listing can start from is found by its continuations.
+func (l *topLists) add(s *snapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.next++
-	l.ring[l.next%topListings] = topList{id: l.next, entries: entries}
-	return l.next
+	l.ring[s.gen%topListings] = s
 }
 
-func (l *topLists) get(id uint64) ([]fuse.DirEntry, bool) {
+func (l *topLists) get(gen uint64) *snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t := l.ring[id%topListings]; t.id == id && id != 0 {
-		return t.entries, true
+	if s := l.ring[gen%topListings]; s != nil && s.gen == gen {
+		return s
 	}
-	return nil, false
+	return nil
 }
 
 // topStream is one READDIR's view of a listing (fs.DirStream with Seekdir).
@@ -71,8 +69,9 @@ type topStream struct {
 func (s *topStream) start() {
 	if !s.started {
 		s.started = true
-		s.entries = s.r.list()
-		s.id = s.r.v.topLists.add(s.entries)
+		snap := s.r.v.cur.Load()
+		s.entries = s.r.listOf(snap)
+		s.id = snap.gen
 		if testTopPlainOffsets {
 			s.id = 0
 		}
@@ -113,8 +112,11 @@ func (s *topStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	}
 	id, idx := off>>topIdxBits, int(off&(1<<topIdxBits-1))
 	s.started = true
-	entries, ok := s.r.v.topLists.get(id)
-	if !ok || idx > len(entries) {
+	var entries []fuse.DirEntry
+	if snap := s.r.v.topLists.get(id); snap != nil {
+		entries = s.r.listOf(snap)
+	}
+	if idx > len(entries) {
 		s.id, s.entries, s.idx = id, nil, 0 // forgotten: end the listing
 		return 0
 	}

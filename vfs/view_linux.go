@@ -39,8 +39,9 @@ type View struct {
 
 	// mu serializes swap and Close. FUSE handlers never take it, so swap may
 	// hold it while it sends kernel notifications.
-	mu     sync.Mutex
-	closed bool // guarded by mu
+	mu      sync.Mutex
+	closed  bool   // guarded by mu
+	snapGen uint64 // the last snapshot's generation; guarded by mu
 
 	// closeMu is held shared by a top-level Lookup while it duplicates a
 	// pinned descriptor of the current table, and exclusively by swap while
@@ -51,7 +52,7 @@ type View struct {
 	cur     atomic.Pointer[snapshot] // never nil; immutable once stored
 
 	relief   reliefState // the descriptor relief (fdrelief_linux.go)
-	topLists topLists    // recent listings of the top level (toplist_linux.go)
+	topLists topLists    // recent snapshots, for listings (toplist_linux.go)
 
 	profile *os.File // ProfileEnv; guarded by mu
 
@@ -78,6 +79,7 @@ type openSet struct {
 // layout) the synthetic directories that lead to them. Immutable once
 // published.
 type snapshot struct {
+	gen    uint64 // unique in the view; names it in listing offsets
 	table  *Table
 	order  []string        // entry keys, in table order
 	byName map[string]slot // entry key -> slot
@@ -164,6 +166,12 @@ func NewView(opts Options) *View {
 	if v.log == nil {
 		v.log = zap.NewNop()
 	}
+	// Beneath as placeholder names ("/tmp/" is "tmp"), as TableOptions
+	// reads it: the view hid roots the table had placed.
+	v.opts.Beneath = nil
+	for _, b := range opts.Beneath {
+		v.opts.Beneath = append(v.opts.Beneath, strings.Trim(b, "/"))
+	}
 	phSeen := map[string]bool{}
 	for i, p := range opts.Placeholders {
 		ok := validTopName(p.Name) || opts.Layout == LayoutHost && validKey(p.Name)
@@ -179,8 +187,12 @@ func NewView(opts Options) *View {
 			addDirs(v.phDirs, phSeen, p.Name)
 		}
 	}
-	// A placeholder cannot also be a directory leading to another.
-	for name := range v.placeholders {
+	// A file or symlink placeholder cannot also lead to another; a
+	// directory one can (tmp, with the mount points of binds below it).
+	for name, i := range v.placeholders {
+		if p := opts.Placeholders[i]; !p.File && p.Symlink == "" {
+			continue
+		}
 		if _, ok := v.phDirs[name]; ok {
 			v.log.Warn("placeholder ignored: another one lies below it", zap.String("name", name))
 			delete(v.placeholders, name)
@@ -199,7 +211,10 @@ func NewView(opts Options) *View {
 		v.watch = w
 	}
 	v.startProfile()
-	v.cur.Store(&snapshot{table: EmptyTable(), byName: map[string]slot{}, dirs: map[string][]string{"": nil}})
+	v.snapGen++
+	first := &snapshot{gen: v.snapGen, table: EmptyTable(), byName: map[string]slot{}, dirs: map[string][]string{"": nil}}
+	v.topLists.add(first)
+	v.cur.Store(first)
 	return v
 }
 
@@ -314,6 +329,7 @@ func (v *View) swap(t *Table) error {
 	}
 	old := v.cur.Load()
 	ns := v.snapshotOf(t, old)
+	v.topLists.add(ns) // before any listing can start from it
 
 	v.closeMu.Lock()
 	v.cur.Store(ns)
@@ -344,11 +360,12 @@ func (v *View) swap(t *Table) error {
 	return nil
 }
 
-// snapshotOf builds the snapshot of t: entries whose name and host inode
+// snapshotOf builds the snapshot of t (v.mu held): entries whose name and host inode
 // stay keep their incarnation (and so their nodes); the others get a new
 // one. Entries with a reserved or placeholder name are hidden.
 func (v *View) snapshotOf(t *Table, old *snapshot) *snapshot {
-	ns := &snapshot{table: t, byName: make(map[string]slot, len(t.Entries())), dirs: map[string][]string{"": nil}}
+	v.snapGen++
+	ns := &snapshot{gen: v.snapGen, table: t, byName: make(map[string]slot, len(t.Entries())), dirs: map[string][]string{"": nil}}
 	seen := map[string]bool{}
 	for _, e := range t.Entries() {
 		key := e.ViewPath
@@ -498,11 +515,17 @@ func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node)
 		drop(key)
 	}
 	// Synthetic directories that are gone, outermost first (dropping one
-	// drops what the kernel holds below it).
+	// drops what the kernel holds below it). A placeholder, or a directory
+	// leading to one, stays whatever the roots: telling the kernel to
+	// forget its dentry would detach the mounts on and below it.
 	var gone []string
 	for key := range old.dirs {
 		if _, keep := ns.dirs[key]; !keep && key != "" {
-			if _, ph := v.phDirs[key]; !ph {
+			if v.permanent(key) {
+				if n := v.inodeAt(key); n != nil {
+					n.NotifyContent(0, 0) // its listing changed
+				}
+			} else {
 				gone = append(gone, key)
 			}
 		}
@@ -528,7 +551,7 @@ func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node)
 		}
 	}
 	for key := range ns.dirs {
-		if _, existed := old.dirs[key]; !existed && key != "" {
+		if _, existed := old.dirs[key]; !existed && key != "" && !v.permanent(key) {
 			fresh(key)
 		}
 	}
@@ -541,6 +564,16 @@ func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node)
 	}
 	v.root.EmbeddedInode().NotifyContent(0, 0) // top-level attributes (nlink, mtime)
 	return errors.Join(errs...)
+}
+
+// permanent reports whether the synthetic directory at key is there
+// whatever the table: a placeholder or a directory leading to one. The
+// kernel never holds a negative entry for it, and may hold mounts on or
+// below it.
+func (v *View) permanent(key string) bool {
+	_, ph := v.placeholders[key]
+	_, phDir := v.phDirs[key]
+	return ph || phDir
 }
 
 // droppedAbove reports whether key or a directory above it is in dropped.

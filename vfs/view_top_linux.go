@@ -228,8 +228,10 @@ func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // list is the directory now: the names in it that lead to the current
 // snapshot's entries (in table order), then the placeholders.
-func (r *rootDir) list() []fuse.DirEntry {
-	s := r.v.cur.Load()
+func (r *rootDir) list() []fuse.DirEntry { return r.listOf(r.v.cur.Load()) }
+
+// listOf is the directory in snapshot s.
+func (r *rootDir) listOf(s *snapshot) []fuse.DirEntry {
 	names := s.dirs[r.path]
 	list := make([]fuse.DirEntry, 0, len(names)+len(r.v.phDirs[r.path]))
 	listed := map[string]bool{}

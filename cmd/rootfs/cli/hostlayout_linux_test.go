@@ -103,6 +103,22 @@ true`
 		t.Errorf("root below /usr: exit %d, want it at /share with a warning:\n%s", code, out)
 	}
 
+	// The sandbox's other directories: a root in /etc keeps its flat name
+	// (the sandbox's /etc holds a short list of host files), one in /var
+	// is at its path (the view owns /var: nothing else is there), /proc
+	// is never a root.
+	varRoot, err := os.MkdirTemp("/var/tmp", "rootfs-hostlayout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(varRoot) })
+	os.WriteFile(filepath.Join(varRoot, "v"), []byte("in var"), 0o644)
+	out, code = run(nil, "run", "--root", varRoot, "--root", "/etc/ssl", "--root", "/proc/self", "--", "/bin/sh", "-c",
+		"cat "+varRoot+"/v >&2; test -d /ssl && echo ' ssl-flat' >&2; ls /var >&2")
+	if code != 0 || !strings.Contains(out, "in var ssl-flat\ntmp\n") || !strings.Contains(out, `lies in the sandbox's own /etc`) || !strings.Contains(out, "kernel file system") {
+		t.Errorf("roots in /var, /etc, /proc: exit %d\n%s", code, out)
+	}
+
 	// --layout flat: the old names.
 	out, code = run(nil, "run", "--layout", "flat", "--root", proj, "--", "/bin/sh", "-c", `cat /proj/f >&2; echo " pwd=$(pwd)" >&2`)
 	if code != 0 || !strings.Contains(out, "in proj pwd=/\n") {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -466,7 +467,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	if spec.HostLayout {
 		spec.Dir, spec.Env = serverDirEnv(first, spec.Env)
-		spec.TmpRoots = mountmgr.TmpRoots(first.Entries())
+		spec.TmpRoots = union(mountmgr.TmpRoots(first.Entries()), mountmgr.TmpPlaceholders(vopts.Placeholders))
 	}
 	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
@@ -508,7 +509,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	log.Info("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
 	if binds != nil && spec.HostLayout {
-		if err := binds.Attach(srv.Pid(), spec.TmpRoots); err != nil {
+		if err := binds.Attach(srv.Pid(), spec.TmpRoots, mountmgr.TmpPlaceholders(vopts.Placeholders)); err != nil {
 			log.Warn("roots below /tmp added later will not show in the server's /tmp", zap.Error(err))
 		}
 	}
@@ -651,6 +652,16 @@ func logSkipped(log *zap.Logger, t *vfs.Table) {
 		}
 		log.Info("root", zap.String("entry", e.InView()), zap.String("host", e.HostPath))
 	}
+}
+
+// union is a and the elements of b not in a.
+func union(a, b []string) []string {
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			a = append(a, x)
+		}
+	}
+	return a
 }
 
 // outsideRoots drops the mount points that lie inside a static root (host
