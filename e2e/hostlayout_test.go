@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -290,6 +291,23 @@ func TestHostLayoutAncestors(t *testing.T) {
 						expect(t, kindContain, "host layout: / holds the runtime and the way to the roots, no other host directory ("+when+", "+m.name+")",
 							err == nil && !isErr && len(leaked) == 0 && strings.Contains("\n"+ls+"\n", "\ntmp\n"),
 							"list_dir /: %q isError=%v err=%v, host names %q\nstderr:\n%s", ls, isErr, err, leaked, stderr)
+						continue
+					}
+					if d == "/tmp" {
+						// The server's own tmpfs: the way to the roots, what
+						// the server wrote there (own.txt) and COMMAND's
+						// directory (the test's build directory, bound);
+						// nothing else of the host's /tmp.
+						ok := map[string]bool{"own.txt": true, filepath.Base(binDir): true}
+						var other []string
+						for _, n := range strings.Split(ls, "\n") {
+							if !ok[n] && !slices.Contains(leadsTo(d, rootPaths...), n) {
+								other = append(other, n)
+							}
+						}
+						expect(t, kindContain, "host layout: /tmp holds the way to the roots and nothing else of the host's /tmp ("+when+", "+m.name+")",
+							err == nil && !isErr && len(other) == 0 && slices.Contains(strings.Split(ls, "\n"), leadsTo(d, rootPaths...)[0]),
+							"list_dir /tmp: %q isError=%v err=%v, unexpected %q\nstderr:\n%s", ls, isErr, err, other, stderr)
 						continue
 					}
 					want := strings.Join(leadsTo(d, rootPaths...), "\n")
