@@ -21,3 +21,6 @@ func (b *RootBinds) Table() *vfs.Table { return nil }
 
 // Close does nothing off Linux.
 func (b *RootBinds) Close() {}
+
+// Attach fails off Linux.
+func (b *RootBinds) Attach(int, []string, []string) error { return errNotLinux }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -14,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
-	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // Roots below /tmp in host layout (issue 14). The sandbox's /tmp is its
@@ -29,47 +27,6 @@ import (
 // components of the static roots before the server starts (tmpRootsOps),
 // P1 the later ones (RootBinds.Attach) from a thread in the sandbox's
 // mount namespace.
-
-// TmpRoots returns the first components below /tmp of the entries at
-// their own path in a host-layout view, sorted.
-func TmpRoots(entries []*vfs.Entry) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.ViewPath, "tmp/")
-		if !ok || e.Displaced != nil {
-			continue
-		}
-		first, _, _ := strings.Cut(rest, "/")
-		if !seen[first] {
-			seen[first] = true
-			out = append(out, first)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// TmpPlaceholders returns the first components below /tmp of the view's
-// placeholders (host layout: the mount points of binds below /tmp), which
-// the sandbox's /tmp shows from the view from the start and for good.
-func TmpPlaceholders(ps []vfs.Placeholder) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, p := range ps {
-		rest, ok := strings.CutPrefix(p.Name, "tmp/")
-		if !ok {
-			continue
-		}
-		first, _, _ := strings.Cut(rest, "/")
-		if !seen[first] {
-			seen[first] = true
-			out = append(out, first)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
 
 // cloneTmpRoot returns a detached recursive clone of the view's tmp/x
 // (viewFD: the view's root), nosuid,nodev.

@@ -118,18 +118,7 @@ func TestViewSyntheticListingsCached(t *testing.T) {
 				if layout == LayoutHost {
 					dir = filepath.Join(s.Mnt, filepath.Dir(a))
 				}
-				list := func() []string {
-					t.Helper()
-					es, err := os.ReadDir(dir)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var out []string
-					for _, e := range es {
-						out = append(out, e.Name())
-					}
-					return out
-				}
+				list := func() []string { return names(t, dir) }
 				first := list()
 				n0 := s.dirRequests()
 				for range 3 {
