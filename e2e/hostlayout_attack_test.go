@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // Outside review of host layout (issue 14): attacks on roots below /tmp,
@@ -69,4 +68,3 @@ func TestAttackTmpRootNarrowed(t *testing.T) {
 		})
 	}
 }
-
