@@ -68,3 +68,97 @@ func TestAttackTmpRootNarrowed(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackTmpRootRepointed: the host replaces the directory of the
+// client's root /tmp/X (renamed away, a new one made) and the client
+// lists the same URI again. The server must see the new directory, not
+// keep the old one (which no root names any more). Control: it saw the
+// old one's secret before.
+func TestAttackTmpRootRepointed(t *testing.T) {
+	naive := buildNaive(t)
+	rootfs := buildRootfs(t)
+	for _, p := range dataPaths {
+		t.Run(p.name, func(t *testing.T) {
+			x, _, secret, token := tmpHost(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			other := filepath.Join("/tmp", "rfsatk-other-"+randHex(4))
+			t.Cleanup(func() { os.RemoveAll(other) })
+			mustWrite(t, filepath.Join(other, "o.txt"), "other\n")
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, p.flags, naive), nil, fileRoot(x))
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+			}
+			before, err := pollTool(ctx, cs, "read_file", map[string]any{"path": secret}, func(s string) bool { return strings.Contains(s, token) })
+			expect(t, kindControl, "the old directory's secret is readable while it is the root ("+p.name+")", err == nil,
+				"read %q: %q %v\nstderr:\n%s", secret, before, err, stderr)
+			old := x + ".old"
+			t.Cleanup(func() { os.RemoveAll(old) })
+			must(t, os.Rename(x, old))
+			mustWrite(t, filepath.Join(x, "fresh.txt"), "fresh\n")
+			must(t, os.Chmod(x, 0o755))
+			c.AddRoots(fileRoot(other)) // list_changed: rootfs fetches [x, other]
+			if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, other) }); err != nil {
+				t.Fatalf("roots: %v\nstderr:\n%s", err, stderr)
+			}
+			fresh, _ := pollTool(ctx, cs, "read_file", map[string]any{"path": filepath.Join(x, "fresh.txt")}, func(s string) bool { return strings.Contains(s, "fresh") })
+			after, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": secret})
+			ls, _, _ := toolText(ctx, cs, "list_dir", map[string]any{"path": x})
+			expect(t, kindContain, "a re-pointed root /tmp/X no longer shows the old directory ("+p.name+")",
+				!strings.Contains(after, token), "read %q: %q; ls %s: %q\nstderr:\n%s", secret, after, x, ls, stderr)
+			expect(t, kindWorks, "a re-pointed root /tmp/X shows the new directory ("+p.name+")",
+				strings.Contains(fresh, "fresh"), "read fresh.txt: %q; ls %s: %q\nstderr:\n%s", fresh, x, ls, stderr)
+		})
+	}
+}
+
+// TestAttackTmpRootWidened: roots /tmp/X/a, then /tmp/X itself: the
+// server must see all of /tmp/X at its path (functional; the sandbox's
+// /tmp/X was a clone of the synthetic directory).
+func TestAttackTmpRootWidened(t *testing.T) {
+	naive := buildNaive(t)
+	rootfs := buildRootfs(t)
+	for _, p := range dataPaths {
+		t.Run(p.name, func(t *testing.T) {
+			x, a, secret, token := tmpHost(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, p.flags, naive), nil, fileRoot(a))
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+			}
+			if _, err := pollTool(ctx, cs, "read_file", map[string]any{"path": filepath.Join(a, "a.txt")}, func(s string) bool { return strings.Contains(s, "content of a") }); err != nil {
+				t.Fatalf("a before: %v\nstderr:\n%s", err, stderr)
+			}
+			c.AddRoots(fileRoot(x))
+			c.RemoveRoots("file://" + a)
+			got, err := pollTool(ctx, cs, "read_file", map[string]any{"path": secret}, func(s string) bool { return strings.Contains(s, token) })
+			ls, _, _ := toolText(ctx, cs, "list_dir", map[string]any{"path": x})
+			expect(t, kindWorks, "a root widened from /tmp/X/a to /tmp/X shows /tmp/X ("+p.name+")",
+				err == nil, "read %q: %q %v; ls %s: %q\nstderr:\n%s", secret, got, err, x, ls, stderr)
+		})
+	}
+}
+
+// TestAttackTmpFileRoot: a single-file root directly below /tmp
+// (/tmp/notes-X.txt) appears at its path like one deeper down.
+func TestAttackTmpFileRoot(t *testing.T) {
+	naive := buildNaive(t)
+	rootfs := buildRootfs(t)
+	for _, p := range dataPaths {
+		t.Run(p.name, func(t *testing.T) {
+			f := filepath.Join("/tmp", "rfsatk-"+randHex(4)+".txt")
+			t.Cleanup(func() { os.Remove(f) })
+			mustWrite(t, f, "file root\n")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, p.flags, naive), nil, fileRoot(f))
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+			}
+			got, err := pollTool(ctx, cs, "read_file", map[string]any{"path": f}, func(s string) bool { return strings.Contains(s, "file root") })
+			expect(t, kindWorks, "a single-file root directly below /tmp reads at its path ("+p.name+")",
+				err == nil, "read %q: %q %v\nstderr:\n%s", f, got, err, stderr)
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,26 +87,70 @@ func cloneTmpRoot(viewFD int, x string) (int, error) {
 	return tree, nil
 }
 
+// ident is what a path shows: its device, inode and file type.
+type ident struct {
+	dev, ino uint64
+	mode     uint32
+}
+
+// identAt returns the identity of what dirfd/path shows (path "" is
+// dirfd itself), not following a final symlink.
+func identAt(dirfd int, path string) (ident, error) {
+	var st unix.Stat_t
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if err := unix.Fstatat(dirfd, path, &st, flags); err != nil {
+		return ident{}, err
+	}
+	return ident{dev: st.Dev, ino: st.Ino, mode: st.Mode & unix.S_IFMT}, nil
+}
+
 // attachTmpRoot mounts tree on tmp/x (tmpFD: the sandbox's /tmp), making
-// the mount point if needed, and makes it a slave of the view. It reports
-// whether it made the mount point. The server may have made tmp/x first:
-// a directory of its own is covered, anything else (a symlink to
-// elsewhere, a file) is refused, never followed.
+// the mount point if needed (a directory, or an empty file for a
+// single-file root), and makes it a slave of the view. It reports whether
+// it made the mount point. The server may have made tmp/x first: a
+// directory (a file, for a file root) of its own is covered, anything
+// else (a symlink to elsewhere, a fifo) is refused, never followed.
 func attachTmpRoot(tmpFD, tree int, x string) (bool, error) {
+	want, err := identAt(tree, "")
+	if err != nil {
+		return false, err
+	}
+	isDir := want.mode == unix.S_IFDIR
 	created := true
-	if err := unix.Mkdirat(tmpFD, x, 0o755); errors.Is(err, unix.EEXIST) {
+	if isDir {
+		err = unix.Mkdirat(tmpFD, x, 0o755)
+	} else {
+		var fd int
+		fd, err = unix.Openat(tmpFD, x, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			unix.Close(fd)
+		}
+	}
+	if errors.Is(err, unix.EEXIST) {
 		created = false
 	} else if err != nil {
 		return false, &os.PathError{Op: "mkdir", Path: "/tmp/" + x, Err: err}
 	}
-	fd, err := unix.Openat(tmpFD, x, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(tmpFD, x, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		if got, serr := identAt(fd, ""); serr != nil || got.mode != want.mode {
+			unix.Close(fd)
+			fd, err = -1, unix.ENOTDIR
+			if !isDir {
+				err = unix.EISDIR
+			}
+		}
+	}
 	if err != nil {
-		return false, fmt.Errorf("the server's /tmp/%s is not a directory it made, so roots below it cannot be shown there: %w", x, err)
+		return false, fmt.Errorf("the server's /tmp/%s is not a %s it made, so roots below it cannot be shown there: %w", x, map[bool]string{true: "directory", false: "file"}[isDir], err)
 	}
 	defer unix.Close(fd)
 	if err := linux.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		if created {
-			_ = unix.Unlinkat(tmpFD, x, unix.AT_REMOVEDIR)
+			_ = unix.Unlinkat(tmpFD, x, rmFlag(isDir))
 		}
 		return false, err
 	}
@@ -116,6 +161,14 @@ func attachTmpRoot(tmpFD, tree int, x string) (bool, error) {
 		return created, err
 	}
 	return created, nil
+}
+
+// rmFlag is unlinkat's flag for a mount point that is a directory or not.
+func rmFlag(isDir bool) int {
+	if isDir {
+		return unix.AT_REMOVEDIR
+	}
+	return 0
 }
 
 // cloneTmpRoots clones the view's tmp/X for each X of xs (P2, before its
@@ -131,7 +184,7 @@ func cloneTmpRoots(root string, xs []string) ([]int, error) {
 	defer unix.Close(rfd)
 	var trees []int
 	for _, x := range xs {
-		if x == "" || x == "." || x == ".." || strings.Contains(x, "/") {
+		if !validTmpName(x) {
 			return trees, fmt.Errorf("%w: tmp root %q", ErrBadSpec, x)
 		}
 		t, err := cloneTmpRoot(rfd, x)
@@ -163,13 +216,31 @@ func attachTmpRoots(root string, xs []string, trees []int) error {
 	return nil
 }
 
+// validTmpName reports whether x is one name in /tmp.
+func validTmpName(x string) bool {
+	return x != "" && x != "." && x != ".." && !strings.Contains(x, "/")
+}
+
 // tmpState is what P1 mounted (or P2, for the static roots) below the
-// sandbox's /tmp: first component -> whether the mount point was made for
-// it (and is removed with it).
-type tmpState map[string]bool
+// sandbox's /tmp, by first component.
+type tmpState map[string]tmpMount
+
+// tmpMount is one mount on the sandbox's /tmp/X: whether the mount point
+// was made for it (and is removed with it), and the identity of the
+// view's tmp/X it is a clone of. The clone keeps that identity: a root's
+// bind cloned stays that directory, a synthetic directory's clone stays
+// that node. When the view's tmp/X becomes something else (a root
+// narrowed to a directory inside it, widened to X, or re-pointed at
+// another directory), the clone is replaced, or it would keep showing
+// what the client no longer lists.
+type tmpMount struct {
+	created bool
+	of      ident
+}
 
 // syncTmp mounts the view's tmp/X on the sandbox's /tmp/X for each new
-// first component of b's entries, and removes those left without roots.
+// first component of b's entries, replaces those whose tmp/X in the view
+// is no longer what was cloned, and removes those left without roots.
 // It runs in the sandbox's mount namespace; b.mu is held.
 func (b *RootBinds) syncTmp() {
 	if b.nsFD < 0 || b.dirFD < 0 {
@@ -183,7 +254,14 @@ func (b *RootBinds) syncTmp() {
 			continue
 		}
 		wanted[x] = true
-		if _, ok := b.tmp[x]; !ok {
+		m, ok := b.tmp[x]
+		if !ok {
+			add = append(add, x)
+			continue
+		}
+		// (The binds below /tmp lie in a kept one: it is never replaced.)
+		if now, err := identAt(b.dirFD, "tmp/"+x); !slices.Contains(b.tmpKeep, x) && (err != nil || now != m.of) {
+			drop = append(drop, x) // stale: replaced below
 			add = append(add, x)
 		}
 	}
@@ -196,10 +274,17 @@ func (b *RootBinds) syncTmp() {
 		return
 	}
 	trees := map[string]int{}
+	of := map[string]ident{}
 	for _, x := range add {
 		tree, err := cloneTmpRoot(b.dirFD, x)
+		if err == nil {
+			of[x], err = identAt(tree, "")
+			if err != nil {
+				unix.Close(tree)
+			}
+		}
 		if err != nil {
-			b.log.Warn("roots below /tmp/"+x+" are not shown in the server's /tmp", zap.Error(err))
+			b.warnTmp(x, err)
 			continue
 		}
 		trees[x] = tree
@@ -218,10 +303,14 @@ func (b *RootBinds) syncTmp() {
 		for _, x := range drop {
 			if err := unix.Unmount("/tmp/"+x, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
 				b.log.Warn("a root's mount in the server's /tmp stays", zap.String("path", "/tmp/"+x), zap.Error(err))
+				if t, ok := trees[x]; ok { // a replacement: not stacked on it
+					unix.Close(t)
+					delete(trees, x)
+				}
 				continue
 			}
-			if b.tmp[x] {
-				_ = unix.Unlinkat(tmpFD, x, unix.AT_REMOVEDIR)
+			if m := b.tmp[x]; m.created {
+				_ = unix.Unlinkat(tmpFD, x, rmFlag(m.of.mode == unix.S_IFDIR))
 			}
 			delete(b.tmp, x)
 		}
@@ -232,16 +321,36 @@ func (b *RootBinds) syncTmp() {
 			}
 			created, err := attachTmpRoot(tmpFD, tree, x)
 			if err != nil {
-				b.log.Warn("roots below /tmp/"+x+" are not shown in the server's /tmp", zap.Error(err))
+				b.warnTmp(x, err)
 				continue
 			}
-			b.tmp[x] = created
+			delete(b.tmpWarned, x)
+			b.tmp[x] = tmpMount{created: created, of: of[x]}
 		}
 		return nil
 	})
 	if err != nil {
 		b.log.Warn("roots below /tmp: cannot enter the sandbox's mount namespace", zap.Error(err))
 	}
+	for x := range b.tmpWarned {
+		if !wanted[x] {
+			delete(b.tmpWarned, x)
+		}
+	}
+}
+
+// warnTmp logs once per first component and message that the roots below
+// /tmp/x are not shown (the watcher retries every second).
+func (b *RootBinds) warnTmp(x string, err error) {
+	msg := err.Error()
+	if b.tmpWarned[x] == msg {
+		return
+	}
+	if b.tmpWarned == nil {
+		b.tmpWarned = map[string]string{}
+	}
+	b.tmpWarned[x] = msg
+	b.log.Warn("roots below /tmp/"+x+" are not shown in the server's /tmp", zap.Error(err))
 }
 
 // Attach names the sandbox (its init's pid, in this PID namespace) whose
@@ -259,8 +368,10 @@ func (b *RootBinds) Attach(pid int, mounted, keep []string) error {
 		unix.Close(b.nsFD)
 	}
 	b.nsFD = fd
+	// P2 cloned the view's tmp/X of the static roots just before.
 	for _, x := range mounted {
-		b.tmp[x] = true
+		of, _ := identAt(b.dirFD, "tmp/"+x)
+		b.tmp[x] = tmpMount{created: true, of: of}
 	}
 	b.tmpKeep = keep
 	b.syncTmp()
