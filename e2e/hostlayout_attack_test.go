@@ -4,15 +4,69 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // Outside review of host layout (issue 14): attacks on roots below /tmp,
 // where the sandbox's private /tmp shows a clone of the view's tmp/X.
+
+var (
+	knobMu   sync.Mutex
+	knobBins = map[string]string{}
+)
+
+// buildRootfsKnob builds rootfs with mountmgr's test knob set (see
+// mountmgr.testKnob): the negative controls run the attack on a build
+// without the protection.
+func buildRootfsKnob(t *testing.T, knob string) string {
+	t.Helper()
+	buildRootfs(t)
+	knobMu.Lock()
+	defer knobMu.Unlock()
+	if bin, ok := knobBins[knob]; ok {
+		return bin
+	}
+	bin := filepath.Join(binDir, "rootfs-"+knob, "rootfs")
+	if out, err := goCmd("build", "-ldflags", "-X github.com/rootfs-dev/rootfs/mountmgr.testKnob="+knob, "-o", bin, "./cmd/rootfs").CombinedOutput(); err != nil {
+		t.Fatalf("go build (knob %s): %v\n%s", knob, err, out)
+	}
+	knobBins[knob] = bin
+	return bin
+}
+
+// attackRuns are the data paths, each once for real and once as the
+// negative control on a build with knob.
+func attackRuns(knob string) []struct {
+	name    string
+	flags   []string
+	control bool
+} {
+	var out []struct {
+		name    string
+		flags   []string
+		control bool
+	}
+	for _, p := range dataPaths {
+		for _, control := range []bool{false, true} {
+			name := p.name
+			if control {
+				name += "/control-" + knob
+			}
+			out = append(out, struct {
+				name    string
+				flags   []string
+				control bool
+			}{name, p.flags, control})
+		}
+	}
+	return out
+}
 
 // tmpHost makes /tmp/rfsatk-<hex> (the first component X) holding a/ and
 // secret.txt, world-readable, and removes it after the test.
@@ -37,9 +91,12 @@ func tmpHost(t *testing.T) (x, a, secret, token string) {
 // /tmp/X was a root.
 func TestAttackTmpRootNarrowed(t *testing.T) {
 	naive := buildNaive(t)
-	rootfs := buildRootfs(t)
-	for _, p := range dataPaths {
+	for _, p := range attackRuns("tmp-stale") {
 		t.Run(p.name, func(t *testing.T) {
+			rootfs := buildRootfs(t)
+			if p.control {
+				rootfs = buildRootfsKnob(t, "tmp-stale")
+			}
 			x, a, secret, token := tmpHost(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -48,8 +105,9 @@ func TestAttackTmpRootNarrowed(t *testing.T) {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
 			before, err := pollTool(ctx, cs, "read_file", map[string]any{"path": secret}, func(s string) bool { return strings.Contains(s, token) })
-			expect(t, kindControl, "the secret beside a is readable while /tmp/X is a root ("+p.name+")", err == nil,
-				"read %q: %q %v\nstderr:\n%s", secret, before, err, stderr)
+			if err != nil {
+				t.Fatalf("read %q while /tmp/X is a root: %q %v\nstderr:\n%s", secret, before, err, stderr)
+			}
 			// a first, then X leaves: the view never lacks a root below X.
 			c.AddRoots(fileRoot(a))
 			c.RemoveRoots("file://" + x)
@@ -60,8 +118,16 @@ func TestAttackTmpRootNarrowed(t *testing.T) {
 			got, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": filepath.Join(a, "a.txt")})
 			after, isErr, err := toolText(ctx, cs, "read_file", map[string]any{"path": secret})
 			ls, _, _ := toolText(ctx, cs, "list_dir", map[string]any{"path": x})
+			leaked := strings.Contains(after, token)
+			if p.control {
+				// On the kernel path the stale clone is the old root's
+				// bind (the leak); under --strict it is its revoked node.
+				expect(t, kindControl, "a root narrowed from /tmp/X to /tmp/X/a, stale /tmp/X ("+p.name+")",
+					leaked || !strings.Contains(got, "content of a"), "read %q: %q; a.txt %q; ls %q", secret, after, got, ls)
+				return
+			}
 			expect(t, kindContain, "a root narrowed from /tmp/X to /tmp/X/a loses /tmp/X ("+p.name+")",
-				!strings.Contains(after, token), "read %q after narrowing: %q isError=%v err=%v; ls %s: %q\nroots %s\nstderr:\n%s",
+				!leaked, "read %q after narrowing: %q isError=%v err=%v; ls %s: %q\nroots %s\nstderr:\n%s",
 				secret, after, isErr, err, x, ls, roots, stderr)
 			expect(t, kindWorks, "/tmp/X/a reads at its path after narrowing ("+p.name+")",
 				strings.Contains(got, "content of a"), "read a.txt: %q; ls %s: %q\nstderr:\n%s", got, x, ls, stderr)
@@ -159,6 +225,78 @@ func TestAttackTmpFileRoot(t *testing.T) {
 			got, err := pollTool(ctx, cs, "read_file", map[string]any{"path": f}, func(s string) bool { return strings.Contains(s, "file root") })
 			expect(t, kindWorks, "a single-file root directly below /tmp reads at its path ("+p.name+")",
 				err == nil, "read %q: %q %v\nstderr:\n%s", f, got, err, stderr)
+		})
+	}
+}
+
+// TestAttackTmpMountRace: the server moves whatever is at /tmp/R back and
+// forth while the client adds the root /tmp/R, so that rootfs's mount
+// lands on /tmp/moved, a path of the server's choosing, where removing
+// /tmp/R does not find it: the root would stay readable there after it
+// leaves. The watcher retries a failed mount every second, so the server
+// needs no help from the client to try again. Control: a build that does
+// not check where the mount landed.
+func TestAttackTmpMountRace(t *testing.T) {
+	naive := buildNaive(t)
+	spin := filepath.Join(binDir, "hlattackspin", "hlattackspin")
+	cmd := goCmd("build", "-o", spin, "./e2e/hlattackspin")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./e2e/hlattackspin: %v\n%s", err, out)
+	}
+	for _, p := range attackRuns("tmp-unchecked") {
+		t.Run(p.name, func(t *testing.T) {
+			rootfs := buildRootfs(t)
+			if p.control {
+				rootfs = buildRootfsKnob(t, "tmp-unchecked")
+			}
+			x, _, secret, token := tmpHost(t)
+			other := filepath.Join("/tmp", "rfsatk-other-"+randHex(4))
+			t.Cleanup(func() { os.RemoveAll(other) })
+			mustWrite(t, filepath.Join(other, "o.txt"), "other\n")
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			flags := append([]string{"--ro-bind", filepath.Dir(spin)}, p.flags...)
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flags, naive), nil, fileRoot(other))
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+			}
+			r := filepath.Base(x)
+			if out, isErr, err := toolText(ctx, cs, "exec", map[string]any{"argv": []string{"/bin/sh", "-c",
+				fmt.Sprintf("%s %s moved 60 >/tmp/spin.out 2>&1 &", spin, r)}}); err != nil || isErr {
+				t.Fatalf("starting the spinner: %q %v", out, err)
+			}
+			landed := ""
+			for i := 0; i < 40 && landed == ""; i++ {
+				c.AddRoots(fileRoot(x))
+				time.Sleep(50 * time.Millisecond)
+				if out, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": "/tmp/spin.out"}); strings.Contains(out, "landed") {
+					landed = out
+					break
+				}
+				c.RemoveRoots("file://" + x)
+				time.Sleep(50 * time.Millisecond)
+			}
+			if landed == "" {
+				t.Fatalf("the spinner never saw the mount land on /tmp/moved in 40 tries\nstderr:\n%s", stderr)
+			}
+			c.RemoveRoots("file://" + x)
+			if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return !strings.Contains(s, r) }); err != nil {
+				t.Fatalf("roots after removal: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			after, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": "/tmp/moved/secret.txt"})
+			leaked := strings.Contains(after, token)
+			if p.control {
+				// Under --strict the stale mount shows the revoked root
+				// (EIO): it stayed, but the daemon serves nothing of it.
+				stayed := leaked || strings.Contains(p.name, "strict") && strings.Contains(after, "input/output error")
+				expect(t, kindControl, "a mount moved by the server stays after the root left ("+p.name+"), unchecked build",
+					stayed, "read /tmp/moved/secret.txt: %q (%s)\nstderr:\n%s", after, landed, stderr)
+				return
+			}
+			expect(t, kindContain, "a mount moved by the server does not keep a removed root ("+p.name+")",
+				!leaked, "read /tmp/moved/secret.txt after %s left: %q (%s)\nstderr:\n%s", secret, after, landed, stderr)
 		})
 	}
 }

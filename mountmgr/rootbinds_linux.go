@@ -254,6 +254,12 @@ func (b *RootBinds) Close() {
 			unix.Close(b.nsFD)
 			b.nsFD = -1
 		}
+		for x, m := range b.tmp {
+			if m.tree >= 0 {
+				unix.Close(m.tree)
+			}
+			delete(b.tmp, x)
+		}
 		if b.wake[1] >= 0 {
 			_, _ = unix.Write(b.wake[1], []byte{0})
 		}

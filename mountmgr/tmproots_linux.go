@@ -113,7 +113,17 @@ func identAt(dirfd int, path string) (ident, error) {
 // it made the mount point. The server may have made tmp/x first: a
 // directory (a file, for a file root) of its own is covered, anything
 // else (a symlink to elsewhere, a fifo) is refused, never followed.
-func attachTmpRoot(tmpFD, tree int, x string) (bool, error) {
+//
+// The server can rename what it or P1 made at tmp/x between the open
+// and the mount (the mount point is in its own /tmp), so the mount could
+// land at a path of its choosing, where removing tmp/x later would not
+// find it and the root would stay after it leaves. Once mounted, the
+// mount point can no longer be renamed or removed (EBUSY): so the mount
+// is checked to be at tmp/x, and detached through its descriptor
+// otherwise. procFD is a directory descriptor of /proc/self/fd in the
+// caller's own /proc (the sandbox's does not show P1), or -1 to use
+// /proc/self/fd by path.
+func attachTmpRoot(tmpFD, tree int, x string, procFD int) (bool, error) {
 	want, err := identAt(tree, "")
 	if err != nil {
 		return false, err
@@ -154,13 +164,49 @@ func attachTmpRoot(tmpFD, tree int, x string) (bool, error) {
 		}
 		return false, err
 	}
+	if err := mountedAt(tmpFD, x, tree); err != nil && testKnob != "tmp-unchecked" {
+		if derr := detachTree(tree, procFD); derr != nil {
+			err = fmt.Errorf("%w; and detaching it: %v", err, derr)
+		}
+		return created, fmt.Errorf("the server's /tmp/%s: %w", x, err)
+	}
 	// A clone of the view (shared) is its peer: as a slave it receives the
 	// binds laid on the view, and nothing mounted here goes back.
 	if err := linux.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, linux.MountAttr{Propagation: unix.MS_SLAVE}); err != nil {
-		_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(tree), unix.MNT_DETACH)
+		_ = detachTree(tree, procFD)
 		return created, err
 	}
 	return created, nil
+}
+
+// mountedAt checks that dirfd/name is the root of the mount tree is.
+func mountedAt(dirfd int, name string, tree int) error {
+	var at, want unix.Statx_t
+	if err := unix.Statx(tree, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &want); err != nil {
+		return err
+	}
+	if err := unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &at); err != nil {
+		return fmt.Errorf("moved away while it was being mounted: %w", err)
+	}
+	if at.Mask&unix.STATX_MNT_ID == 0 || want.Mask&unix.STATX_MNT_ID == 0 {
+		return errors.New("the kernel does not report mount ids (statx STATX_MNT_ID)")
+	}
+	if at.Mnt_id != want.Mnt_id {
+		return errors.New("moved away while it was being mounted")
+	}
+	return nil
+}
+
+// detachTree detaches the mount whose root tree names (lazily), through
+// procFD (see attachTmpRoot) or /proc/self/fd.
+func detachTree(tree, procFD int) error {
+	if procFD < 0 {
+		return unix.Unmount("/proc/self/fd/"+strconv.Itoa(tree), unix.MNT_DETACH)
+	}
+	if err := unix.Fchdir(procFD); err != nil { // this thread's own cwd (InMountNamespace unshares CLONE_FS)
+		return err
+	}
+	return unix.Unmount(strconv.Itoa(tree), unix.MNT_DETACH)
 }
 
 // rmFlag is unlinkat's flag for a mount point that is a directory or not.
@@ -209,7 +255,7 @@ func attachTmpRoots(root string, xs []string, trees []int) error {
 	}
 	defer unix.Close(tmpFD)
 	for i, x := range xs {
-		if _, err := attachTmpRoot(tmpFD, trees[i], x); err != nil {
+		if _, err := attachTmpRoot(tmpFD, trees[i], x, -1); err != nil {
 			return fmt.Errorf("roots below /tmp/%s: %w", x, err)
 		}
 	}
@@ -233,9 +279,14 @@ type tmpState map[string]tmpMount
 // narrowed to a directory inside it, widened to X, or re-pointed at
 // another directory), the clone is replaced, or it would keep showing
 // what the client no longer lists.
+//
+// tree is the mount itself (P1's descriptor of it; -1 for those P2 made
+// before the server started): it is detached through it, wherever the
+// server may have renamed its mount point while it was being mounted.
 type tmpMount struct {
 	created bool
 	of      ident
+	tree    int
 }
 
 // syncTmp mounts the view's tmp/X on the sandbox's /tmp/X for each new
@@ -260,7 +311,7 @@ func (b *RootBinds) syncTmp() {
 			continue
 		}
 		// (The binds below /tmp lie in a kept one: it is never replaced.)
-		if now, err := identAt(b.dirFD, "tmp/"+x); !slices.Contains(b.tmpKeep, x) && (err != nil || now != m.of) {
+		if now, err := identAt(b.dirFD, "tmp/"+x); !slices.Contains(b.tmpKeep, x) && (err != nil || now != m.of) && testKnob != "tmp-stale" {
 			drop = append(drop, x) // stale: replaced below
 			add = append(add, x)
 		}
@@ -294,14 +345,27 @@ func (b *RootBinds) syncTmp() {
 			unix.Close(t)
 		}
 	}()
-	err := linux.InMountNamespace(b.nsFD, func() error {
+	procFD, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.log.Warn("roots below /tmp: cannot open /proc/self/fd", zap.Error(err))
+		return
+	}
+	defer unix.Close(procFD)
+	err = linux.InMountNamespace(b.nsFD, func() error {
 		tmpFD, err := unix.Open("/tmp", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return &os.PathError{Op: "open", Path: "/tmp", Err: err}
 		}
 		defer unix.Close(tmpFD)
 		for _, x := range drop {
-			if err := unix.Unmount("/tmp/"+x, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
+			m := b.tmp[x]
+			var err error
+			if m.tree >= 0 && testKnob != "tmp-unchecked" {
+				err = detachTree(m.tree, procFD)
+			} else {
+				err = unix.Unmount("/tmp/"+x, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+			}
+			if err != nil && !errors.Is(err, unix.EINVAL) {
 				b.log.Warn("a root's mount in the server's /tmp stays", zap.String("path", "/tmp/"+x), zap.Error(err))
 				if t, ok := trees[x]; ok { // a replacement: not stacked on it
 					unix.Close(t)
@@ -309,8 +373,11 @@ func (b *RootBinds) syncTmp() {
 				}
 				continue
 			}
-			if m := b.tmp[x]; m.created {
+			if m.created {
 				_ = unix.Unlinkat(tmpFD, x, rmFlag(m.of.mode == unix.S_IFDIR))
+			}
+			if m.tree >= 0 {
+				unix.Close(m.tree)
 			}
 			delete(b.tmp, x)
 		}
@@ -319,13 +386,14 @@ func (b *RootBinds) syncTmp() {
 			if !ok {
 				continue
 			}
-			created, err := attachTmpRoot(tmpFD, tree, x)
+			created, err := attachTmpRoot(tmpFD, tree, x, procFD)
 			if err != nil {
 				b.warnTmp(x, err)
 				continue
 			}
 			delete(b.tmpWarned, x)
-			b.tmp[x] = tmpMount{created: created, of: of[x]}
+			delete(trees, x) // kept: it names the mount
+			b.tmp[x] = tmpMount{created: created, of: of[x], tree: tree}
 		}
 		return nil
 	})
@@ -371,7 +439,7 @@ func (b *RootBinds) Attach(pid int, mounted, keep []string) error {
 	// P2 cloned the view's tmp/X of the static roots just before.
 	for _, x := range mounted {
 		of, _ := identAt(b.dirFD, "tmp/"+x)
-		b.tmp[x] = tmpMount{created: true, of: of}
+		b.tmp[x] = tmpMount{created: true, of: of, tree: -1}
 	}
 	b.tmpKeep = keep
 	b.syncTmp()
