@@ -312,3 +312,36 @@ func TestAttackTmpMountRace(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackTmpSymlinkLogFlood: the server makes /tmp/X a symlink before
+// the client adds a root below it. The root is not shown there (never
+// followed), and rootfs says so once, not once a second for as long as
+// the session lasts (the watcher retries every second). It fails on a
+// build that warns at each retry.
+func TestAttackTmpSymlinkLogFlood(t *testing.T) {
+	naive := buildNaive(t)
+	rootfs := buildRootfs(t)
+	x, a, _, _ := tmpHost(t)
+	other := filepath.Join("/tmp", "rfsatk-other-"+randHex(4))
+	t.Cleanup(func() { os.RemoveAll(other) })
+	mustWrite(t, filepath.Join(other, "o.txt"), "other\n")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, nil, naive), nil, fileRoot(other))
+	if err != nil {
+		t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+	}
+	if out, isErr, err := toolText(ctx, cs, "exec", map[string]any{"argv": []string{"/bin/ln", "-s", "/etc", x}}); err != nil || isErr {
+		t.Fatalf("planting /tmp/X -> /etc: %q %v", out, err)
+	}
+	c.AddRoots(fileRoot(a))
+	if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, a) }); err != nil {
+		t.Fatalf("roots: %v", err)
+	}
+	time.Sleep(3500 * time.Millisecond) // three retries of the watcher
+	got, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": filepath.Join(a, "a.txt")})
+	n := strings.Count(stderr.String(), "are not shown in the server's /tmp")
+	t.Logf("read through the planted link: %q", got)
+	expect(t, kindWorks, "a /tmp/X the server made a symlink is reported once, not at every retry",
+		n == 1, "%d warnings\nstderr:\n%s", n, stderr)
+}
