@@ -247,7 +247,8 @@ func TestAttackTmpFileRoot(t *testing.T) {
 // /tmp/R does not find it: the root would stay readable there after it
 // leaves. The watcher retries a failed mount every second, so the server
 // needs no help from the client to try again. Control: a build that does
-// not check where the mount landed.
+// not check where the mount landed. As root and as nobody (rootfs in a
+// user namespace: the server owns the directory it made at /tmp/R).
 func TestAttackTmpMountRace(t *testing.T) {
 	naive := buildNaive(t)
 	spin := filepath.Join(binDir, "hlattackspin", "hlattackspin")
@@ -256,60 +257,71 @@ func TestAttackTmpMountRace(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./e2e/hlattackspin: %v\n%s", err, out)
 	}
-	for _, p := range attackRuns("tmp-unchecked") {
-		t.Run(p.name, func(t *testing.T) {
-			rootfs := buildRootfs(t)
-			if p.control {
-				rootfs = buildRootfsKnob(t, "tmp-unchecked")
+	for _, m := range nestedModes(t) { // as root and as nobody, on both data paths
+		for _, control := range []bool{false, true} {
+			p := struct {
+				name    string
+				flags   []string
+				control bool
+			}{m.name, m.flags, control}
+			if control {
+				p.name += "/control-tmp-unchecked"
 			}
-			x, _, secret, token := tmpHost(t)
-			other := filepath.Join("/tmp", "rfsatk-other-"+randHex(4))
-			t.Cleanup(func() { os.RemoveAll(other) })
-			mustWrite(t, filepath.Join(other, "o.txt"), "other\n")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			flags := append([]string{"--ro-bind", filepath.Dir(spin)}, p.flags...)
-			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flags, naive), nil, fileRoot(other))
-			if err != nil {
-				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
-			}
-			r := filepath.Base(x)
-			if out, isErr, err := toolText(ctx, cs, "exec", map[string]any{"argv": []string{"/bin/sh", "-c",
-				fmt.Sprintf("%s %s moved 60 >/tmp/spin.out 2>&1 &", spin, r)}}); err != nil || isErr {
-				t.Fatalf("starting the spinner: %q %v", out, err)
-			}
-			landed := ""
-			for i := 0; i < 40 && landed == ""; i++ {
-				c.AddRoots(fileRoot(x))
-				time.Sleep(50 * time.Millisecond)
-				if out, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": "/tmp/spin.out"}); strings.Contains(out, "landed") {
-					landed = out
-					break
+			t.Run(p.name, func(t *testing.T) {
+				rootfs := buildRootfs(t)
+				if p.control {
+					rootfs = buildRootfsKnob(t, "tmp-unchecked")
+				}
+				x, _, secret, token := tmpHost(t)
+				other := filepath.Join("/tmp", "rfsatk-other-"+randHex(4))
+				t.Cleanup(func() { os.RemoveAll(other) })
+				mustWrite(t, filepath.Join(other, "o.txt"), "other\n")
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				flags := append([]string{"--ro-bind", filepath.Dir(spin)}, p.flags...)
+				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flags, naive), m.cred, fileRoot(other))
+				unprivilegedRefused(t, m, err, stderr)
+				if err != nil {
+					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+				}
+				r := filepath.Base(x)
+				if out, isErr, err := toolText(ctx, cs, "exec", map[string]any{"argv": []string{"/bin/sh", "-c",
+					fmt.Sprintf("%s %s moved 60 >/tmp/spin.out 2>&1 &", spin, r)}}); err != nil || isErr {
+					t.Fatalf("starting the spinner: %q %v", out, err)
+				}
+				landed := ""
+				for i := 0; i < 40 && landed == ""; i++ {
+					c.AddRoots(fileRoot(x))
+					time.Sleep(50 * time.Millisecond)
+					if out, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": "/tmp/spin.out"}); strings.Contains(out, "landed") {
+						landed = out
+						break
+					}
+					c.RemoveRoots("file://" + x)
+					time.Sleep(50 * time.Millisecond)
+				}
+				if landed == "" {
+					t.Fatalf("the spinner never saw the mount land on /tmp/moved in 40 tries\nstderr:\n%s", stderr)
 				}
 				c.RemoveRoots("file://" + x)
-				time.Sleep(50 * time.Millisecond)
-			}
-			if landed == "" {
-				t.Fatalf("the spinner never saw the mount land on /tmp/moved in 40 tries\nstderr:\n%s", stderr)
-			}
-			c.RemoveRoots("file://" + x)
-			if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return !strings.Contains(s, r) }); err != nil {
-				t.Fatalf("roots after removal: %v", err)
-			}
-			time.Sleep(200 * time.Millisecond)
-			after, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": "/tmp/moved/secret.txt"})
-			leaked := strings.Contains(after, token)
-			if p.control {
-				// Under --strict the stale mount shows the revoked root
-				// (EIO): it stayed, but the daemon serves nothing of it.
-				stayed := leaked || strings.Contains(p.name, "strict") && strings.Contains(after, "input/output error")
-				expect(t, kindControl, "a mount moved by the server stays after the root left ("+p.name+"), unchecked build",
-					stayed, "read /tmp/moved/secret.txt: %q (%s)\nstderr:\n%s", after, landed, stderr)
-				return
-			}
-			expect(t, kindContain, "a mount moved by the server does not keep a removed root ("+p.name+")",
-				!leaked, "read /tmp/moved/secret.txt after %s left: %q (%s)\nstderr:\n%s", secret, after, landed, stderr)
-		})
+				if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return !strings.Contains(s, r) }); err != nil {
+					t.Fatalf("roots after removal: %v", err)
+				}
+				time.Sleep(200 * time.Millisecond)
+				after, _, _ := toolText(ctx, cs, "read_file", map[string]any{"path": "/tmp/moved/secret.txt"})
+				leaked := strings.Contains(after, token)
+				if p.control {
+					// Under --strict the stale mount shows the revoked root
+					// (EIO): it stayed, but the daemon serves nothing of it.
+					stayed := leaked || strings.Contains(p.name, "strict") && strings.Contains(after, "input/output error")
+					expect(t, kindControl, "a mount moved by the server stays after the root left ("+p.name+"), unchecked build",
+						stayed, "read /tmp/moved/secret.txt: %q (%s)\nstderr:\n%s", after, landed, stderr)
+					return
+				}
+				expect(t, kindContain, "a mount moved by the server does not keep a removed root ("+p.name+")",
+					!leaked, "read /tmp/moved/secret.txt after %s left: %q (%s)\nstderr:\n%s", secret, after, landed, stderr)
+			})
+		}
 	}
 }
 
