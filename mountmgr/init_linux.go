@@ -384,24 +384,55 @@ func target(root, dest string) (string, func(), error) {
 }
 
 // ensure creates dest (a directory, or an empty file when isFile) inside
-// root if it does not exist; it can only succeed on the tmpfs scaffolds.
+// root if it does not exist. Each missing component is made beneath root
+// and no symlink on the way is followed: in host layout a mount point
+// may lie inside a static root, a host directory the server could write
+// in an earlier session, where a planted link would lead this process,
+// root on the host, to make directories wherever it points.
 func ensure(root, dest string, isFile bool) error {
-	p := filepath.Join(root, dest)
-	if _, err := os.Lstat(p); err == nil {
+	rel := strings.TrimPrefix(filepath.Clean(dest), "/")
+	if rel == "" {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+	dfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer func() { unix.Close(dfd) }()
+	fail := func(err error) error {
 		return fmt.Errorf("mount point %s: %w", dest, err)
 	}
-	if isFile {
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			return fmt.Errorf("mount point %s: %w", dest, err)
+	parts := strings.Split(rel, "/")
+	for i, c := range parts {
+		last := i == len(parts)-1
+		h := *how
+		if !last {
+			h.Flags |= unix.O_DIRECTORY
 		}
-		return f.Close()
-	}
-	if err := os.Mkdir(p, 0o755); err != nil {
-		return fmt.Errorf("mount point %s: %w", dest, err)
+		fd, err := unix.Openat2(dfd, c, &h)
+		if errors.Is(err, unix.ENOENT) {
+			switch {
+			case last && isFile:
+				var f int
+				f, err = unix.Openat(dfd, c, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+				if err == nil {
+					unix.Close(f)
+				}
+			default:
+				err = unix.Mkdirat(dfd, c, 0o755)
+			}
+			if err != nil && !errors.Is(err, unix.EEXIST) {
+				return fail(&os.PathError{Op: "create", Path: filepath.Join(root, strings.Join(parts[:i+1], "/")), Err: err})
+			}
+			fd, err = unix.Openat2(dfd, c, &h)
+		}
+		if err != nil {
+			return fail(&os.PathError{Op: "openat2", Path: filepath.Join(root, strings.Join(parts[:i+1], "/")), Err: err})
+		}
+		unix.Close(dfd)
+		dfd = fd
 	}
 	return nil
 }

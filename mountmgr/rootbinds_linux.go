@@ -46,13 +46,14 @@ type RootBinds struct {
 	readOnly bool
 	dir      string
 
-	mu      sync.Mutex // serialises table changes and binds
-	dirFD   int        // O_PATH of the view's root, through the mount; -1 once closed
-	failed  map[string]string
-	noBind  bool     // only the roots below /tmp (--strict)
-	nsFD    int      // the sandbox's mount namespace (Attach), or -1
-	tmp     tmpState // tmproots_linux.go
-	tmpKeep []string
+	mu        sync.Mutex // serialises table changes and binds
+	dirFD     int        // O_PATH of the view's root, through the mount; -1 once closed
+	failed    map[string]string
+	noBind    bool     // only the roots below /tmp (--strict)
+	nsFD      int      // the sandbox's mount namespace (Attach), or -1
+	tmp       tmpState // tmproots_linux.go
+	tmpKeep   []string
+	tmpWarned map[string]string // first component -> the last warning about it
 
 	wake [2]int // a pipe: Close writes to wake the watcher's poll
 	done chan struct{}
@@ -252,6 +253,12 @@ func (b *RootBinds) Close() {
 		if b.nsFD >= 0 {
 			unix.Close(b.nsFD)
 			b.nsFD = -1
+		}
+		for x, m := range b.tmp {
+			if m.tree >= 0 {
+				unix.Close(m.tree)
+			}
+			delete(b.tmp, x)
 		}
 		if b.wake[1] >= 0 {
 			_, _ = unix.Write(b.wake[1], []byte{0})

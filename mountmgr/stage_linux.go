@@ -89,6 +89,11 @@ func MaybeRunStage() {
 //	"shared-binds"    P2 leaves its binds of host paths receiving host mounts
 //	"ro-top-only"     a read-only bind leaves the source's submounts as they
 //	                  were (read-write), as before the fix
+//	"tmp-unchecked"   a mount on the sandbox's /tmp/X is not checked to be
+//	                  there and is removed by that path, not through its
+//	                  descriptor (the server may have moved the mount point)
+//	"tmp-stale"       the sandbox's /tmp/X is not replaced when the view's
+//	                  tmp/X becomes something else
 var testKnob string
 
 // daemonSetup runs first in P1: the mount namespace is new (clone flag), so

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,36 +44,134 @@ func cloneTmpRoot(viewFD int, x string) (int, error) {
 	return tree, nil
 }
 
+// ident is what a path shows: its device, inode and file type.
+type ident struct {
+	dev, ino uint64
+	mode     uint32
+}
+
+// identAt returns the identity of what dirfd/path shows (path "" is
+// dirfd itself), not following a final symlink.
+func identAt(dirfd int, path string) (ident, error) {
+	var st unix.Stat_t
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if path == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if err := unix.Fstatat(dirfd, path, &st, flags); err != nil {
+		return ident{}, err
+	}
+	return ident{dev: st.Dev, ino: st.Ino, mode: st.Mode & unix.S_IFMT}, nil
+}
+
 // attachTmpRoot mounts tree on tmp/x (tmpFD: the sandbox's /tmp), making
-// the mount point if needed, and makes it a slave of the view. It reports
-// whether it made the mount point. The server may have made tmp/x first:
-// a directory of its own is covered, anything else (a symlink to
-// elsewhere, a file) is refused, never followed.
-func attachTmpRoot(tmpFD, tree int, x string) (bool, error) {
+// the mount point if needed (a directory, or an empty file for a
+// single-file root), and makes it a slave of the view. It reports whether
+// it made the mount point. The server may have made tmp/x first: a
+// directory (a file, for a file root) of its own is covered, anything
+// else (a symlink to elsewhere, a fifo) is refused, never followed.
+//
+// The server can rename what it or P1 made at tmp/x between the open
+// and the mount (the mount point is in its own /tmp), so the mount could
+// land at a path of its choosing, where removing tmp/x later would not
+// find it and the root would stay after it leaves. Once mounted, the
+// mount point can no longer be renamed or removed (EBUSY): so the mount
+// is checked to be at tmp/x, and detached through its descriptor
+// otherwise. procFD is a directory descriptor of /proc/self/fd in the
+// caller's own /proc (the sandbox's does not show P1), or -1 to use
+// /proc/self/fd by path.
+func attachTmpRoot(tmpFD, tree int, x string, procFD int) (bool, error) {
+	want, err := identAt(tree, "")
+	if err != nil {
+		return false, err
+	}
+	isDir := want.mode == unix.S_IFDIR
 	created := true
-	if err := unix.Mkdirat(tmpFD, x, 0o755); errors.Is(err, unix.EEXIST) {
+	if isDir {
+		err = unix.Mkdirat(tmpFD, x, 0o755)
+	} else {
+		var fd int
+		fd, err = unix.Openat(tmpFD, x, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err == nil {
+			unix.Close(fd)
+		}
+	}
+	if errors.Is(err, unix.EEXIST) {
 		created = false
 	} else if err != nil {
 		return false, &os.PathError{Op: "mkdir", Path: "/tmp/" + x, Err: err}
 	}
-	fd, err := unix.Openat(tmpFD, x, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(tmpFD, x, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		if got, serr := identAt(fd, ""); serr != nil || got.mode != want.mode {
+			unix.Close(fd)
+			fd, err = -1, unix.ENOTDIR
+			if !isDir {
+				err = unix.EISDIR
+			}
+		}
+	}
 	if err != nil {
-		return false, fmt.Errorf("the server's /tmp/%s is not a directory it made, so roots below it cannot be shown there: %w", x, err)
+		return false, fmt.Errorf("the server's /tmp/%s is not a %s it made, so roots below it cannot be shown there: %w", x, map[bool]string{true: "directory", false: "file"}[isDir], err)
 	}
 	defer unix.Close(fd)
 	if err := linux.MoveMount(tree, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		if created {
-			_ = unix.Unlinkat(tmpFD, x, unix.AT_REMOVEDIR)
+			_ = unix.Unlinkat(tmpFD, x, rmFlag(isDir))
 		}
 		return false, err
+	}
+	if err := mountedAt(tmpFD, x, tree); err != nil && testKnob != "tmp-unchecked" {
+		if derr := detachTree(tree, procFD); derr != nil {
+			err = fmt.Errorf("%w; and detaching it: %v", err, derr)
+		}
+		return created, fmt.Errorf("the server's /tmp/%s: %w", x, err)
 	}
 	// A clone of the view (shared) is its peer: as a slave it receives the
 	// binds laid on the view, and nothing mounted here goes back.
 	if err := linux.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, linux.MountAttr{Propagation: unix.MS_SLAVE}); err != nil {
-		_ = unix.Unmount("/proc/self/fd/"+strconv.Itoa(tree), unix.MNT_DETACH)
+		_ = detachTree(tree, procFD)
 		return created, err
 	}
 	return created, nil
+}
+
+// mountedAt checks that dirfd/name is the root of the mount tree is.
+func mountedAt(dirfd int, name string, tree int) error {
+	var at, want unix.Statx_t
+	if err := unix.Statx(tree, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &want); err != nil {
+		return err
+	}
+	if err := unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &at); err != nil {
+		return fmt.Errorf("moved away while it was being mounted: %w", err)
+	}
+	if at.Mask&unix.STATX_MNT_ID == 0 || want.Mask&unix.STATX_MNT_ID == 0 {
+		return errors.New("the kernel does not report mount ids (statx STATX_MNT_ID)")
+	}
+	if at.Mnt_id != want.Mnt_id {
+		return errors.New("moved away while it was being mounted")
+	}
+	return nil
+}
+
+// detachTree detaches the mount whose root tree names (lazily), through
+// procFD (see attachTmpRoot) or /proc/self/fd.
+func detachTree(tree, procFD int) error {
+	if procFD < 0 {
+		return unix.Unmount("/proc/self/fd/"+strconv.Itoa(tree), unix.MNT_DETACH)
+	}
+	if err := unix.Fchdir(procFD); err != nil { // this thread's own cwd (InMountNamespace unshares CLONE_FS)
+		return err
+	}
+	return unix.Unmount(strconv.Itoa(tree), unix.MNT_DETACH)
+}
+
+// rmFlag is unlinkat's flag for a mount point that is a directory or not.
+func rmFlag(isDir bool) int {
+	if isDir {
+		return unix.AT_REMOVEDIR
+	}
+	return 0
 }
 
 // cloneTmpRoots clones the view's tmp/X for each X of xs (P2, before its
@@ -88,7 +187,7 @@ func cloneTmpRoots(root string, xs []string) ([]int, error) {
 	defer unix.Close(rfd)
 	var trees []int
 	for _, x := range xs {
-		if x == "" || x == "." || x == ".." || strings.Contains(x, "/") {
+		if !validTmpName(x) {
 			return trees, fmt.Errorf("%w: tmp root %q", ErrBadSpec, x)
 		}
 		t, err := cloneTmpRoot(rfd, x)
@@ -113,20 +212,43 @@ func attachTmpRoots(root string, xs []string, trees []int) error {
 	}
 	defer unix.Close(tmpFD)
 	for i, x := range xs {
-		if _, err := attachTmpRoot(tmpFD, trees[i], x); err != nil {
+		if _, err := attachTmpRoot(tmpFD, trees[i], x, -1); err != nil {
 			return fmt.Errorf("roots below /tmp/%s: %w", x, err)
 		}
 	}
 	return nil
 }
 
+// validTmpName reports whether x is one name in /tmp.
+func validTmpName(x string) bool {
+	return x != "" && x != "." && x != ".." && !strings.Contains(x, "/")
+}
+
 // tmpState is what P1 mounted (or P2, for the static roots) below the
-// sandbox's /tmp: first component -> whether the mount point was made for
-// it (and is removed with it).
-type tmpState map[string]bool
+// sandbox's /tmp, by first component.
+type tmpState map[string]tmpMount
+
+// tmpMount is one mount on the sandbox's /tmp/X: whether the mount point
+// was made for it (and is removed with it), and the identity of the
+// view's tmp/X it is a clone of. The clone keeps that identity: a root's
+// bind cloned stays that directory, a synthetic directory's clone stays
+// that node. When the view's tmp/X becomes something else (a root
+// narrowed to a directory inside it, widened to X, or re-pointed at
+// another directory), the clone is replaced, or it would keep showing
+// what the client no longer lists.
+//
+// tree is the mount itself (P1's descriptor of it; -1 for those P2 made
+// before the server started): it is detached through it, wherever the
+// server may have renamed its mount point while it was being mounted.
+type tmpMount struct {
+	created bool
+	of      ident
+	tree    int
+}
 
 // syncTmp mounts the view's tmp/X on the sandbox's /tmp/X for each new
-// first component of b's entries, and removes those left without roots.
+// first component of b's entries, replaces those whose tmp/X in the view
+// is no longer what was cloned, and removes those left without roots.
 // It runs in the sandbox's mount namespace; b.mu is held.
 func (b *RootBinds) syncTmp() {
 	if b.nsFD < 0 || b.dirFD < 0 {
@@ -140,7 +262,14 @@ func (b *RootBinds) syncTmp() {
 			continue
 		}
 		wanted[x] = true
-		if _, ok := b.tmp[x]; !ok {
+		m, ok := b.tmp[x]
+		if !ok {
+			add = append(add, x)
+			continue
+		}
+		// (The binds below /tmp lie in a kept one: it is never replaced.)
+		if now, err := identAt(b.dirFD, "tmp/"+x); !slices.Contains(b.tmpKeep, x) && (err != nil || now != m.of) && testKnob != "tmp-stale" {
+			drop = append(drop, x) // stale: replaced below
 			add = append(add, x)
 		}
 	}
@@ -153,10 +282,17 @@ func (b *RootBinds) syncTmp() {
 		return
 	}
 	trees := map[string]int{}
+	of := map[string]ident{}
 	for _, x := range add {
 		tree, err := cloneTmpRoot(b.dirFD, x)
+		if err == nil {
+			of[x], err = identAt(tree, "")
+			if err != nil {
+				unix.Close(tree)
+			}
+		}
 		if err != nil {
-			b.log.Warn("roots below /tmp/"+x+" are not shown in the server's /tmp", zap.Error(err))
+			b.warnTmp(x, err)
 			continue
 		}
 		trees[x] = tree
@@ -166,19 +302,39 @@ func (b *RootBinds) syncTmp() {
 			unix.Close(t)
 		}
 	}()
-	err := linux.InMountNamespace(b.nsFD, func() error {
+	procFD, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		b.log.Warn("roots below /tmp: cannot open /proc/self/fd", zap.Error(err))
+		return
+	}
+	defer unix.Close(procFD)
+	err = linux.InMountNamespace(b.nsFD, func() error {
 		tmpFD, err := unix.Open("/tmp", unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return &os.PathError{Op: "open", Path: "/tmp", Err: err}
 		}
 		defer unix.Close(tmpFD)
 		for _, x := range drop {
-			if err := unix.Unmount("/tmp/"+x, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
+			m := b.tmp[x]
+			var err error
+			if m.tree >= 0 && testKnob != "tmp-unchecked" {
+				err = detachTree(m.tree, procFD)
+			} else {
+				err = unix.Unmount("/tmp/"+x, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+			}
+			if err != nil && !errors.Is(err, unix.EINVAL) {
 				b.log.Warn("a root's mount in the server's /tmp stays", zap.String("path", "/tmp/"+x), zap.Error(err))
+				if t, ok := trees[x]; ok { // a replacement: not stacked on it
+					unix.Close(t)
+					delete(trees, x)
+				}
 				continue
 			}
-			if b.tmp[x] {
-				_ = unix.Unlinkat(tmpFD, x, unix.AT_REMOVEDIR)
+			if m.created {
+				_ = unix.Unlinkat(tmpFD, x, rmFlag(m.of.mode == unix.S_IFDIR))
+			}
+			if m.tree >= 0 {
+				unix.Close(m.tree)
 			}
 			delete(b.tmp, x)
 		}
@@ -187,18 +343,39 @@ func (b *RootBinds) syncTmp() {
 			if !ok {
 				continue
 			}
-			created, err := attachTmpRoot(tmpFD, tree, x)
+			created, err := attachTmpRoot(tmpFD, tree, x, procFD)
 			if err != nil {
-				b.log.Warn("roots below /tmp/"+x+" are not shown in the server's /tmp", zap.Error(err))
+				b.warnTmp(x, err)
 				continue
 			}
-			b.tmp[x] = created
+			delete(b.tmpWarned, x)
+			delete(trees, x) // kept: it names the mount
+			b.tmp[x] = tmpMount{created: created, of: of[x], tree: tree}
 		}
 		return nil
 	})
 	if err != nil {
 		b.log.Warn("roots below /tmp: cannot enter the sandbox's mount namespace", zap.Error(err))
 	}
+	for x := range b.tmpWarned {
+		if !wanted[x] {
+			delete(b.tmpWarned, x)
+		}
+	}
+}
+
+// warnTmp logs once per first component and message that the roots below
+// /tmp/x are not shown (the watcher retries every second).
+func (b *RootBinds) warnTmp(x string, err error) {
+	msg := err.Error()
+	if b.tmpWarned[x] == msg {
+		return
+	}
+	if b.tmpWarned == nil {
+		b.tmpWarned = map[string]string{}
+	}
+	b.tmpWarned[x] = msg
+	b.log.Warn("roots below /tmp/"+x+" are not shown in the server's /tmp", zap.Error(err))
 }
 
 // Attach names the sandbox (its init's pid, in this PID namespace) whose
@@ -216,8 +393,10 @@ func (b *RootBinds) Attach(pid int, mounted, keep []string) error {
 		unix.Close(b.nsFD)
 	}
 	b.nsFD = fd
+	// P2 cloned the view's tmp/X of the static roots just before.
 	for _, x := range mounted {
-		b.tmp[x] = true
+		of, _ := identAt(b.dirFD, "tmp/"+x)
+		b.tmp[x] = tmpMount{created: true, of: of, tree: -1}
 	}
 	b.tmpKeep = keep
 	b.syncTmp()
