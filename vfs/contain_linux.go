@@ -60,6 +60,9 @@ type node struct {
 	// descriptor is closed, under hmu.
 	hmu     sync.Mutex
 	handles map[*fileHandle]struct{}
+
+	// locked: a record lock was asked for through the view (locks_linux.go).
+	locked atomic.Bool
 }
 
 func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {

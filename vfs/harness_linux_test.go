@@ -68,6 +68,9 @@ type serveConfig struct {
 	// KeepOpendir: OPENDIR is served as before FUSE_NO_OPENDIR_SUPPORT
 	// (negative control of TestViewWarmWalkNoDirRequests).
 	KeepOpendir bool
+	// FlushLockedOnly: a handle flushes only if its file was locked before
+	// it was opened (negative control of TestViewLockCloseEarlierDescriptor).
+	FlushLockedOnly bool
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -167,6 +170,8 @@ func serveMain(cfgJSON string) int {
 				fmt.Println(testNotified.Load())
 			case "dirrequests":
 				fmt.Println(testDirRequests.Load())
+			case "flushes":
+				fmt.Println(testFlushes.Load())
 			case "fds":
 				// Descriptors left after the garbage collector ran the
 				// cleanups of unreachable nodes.

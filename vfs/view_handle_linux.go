@@ -5,6 +5,7 @@ package vfs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -20,6 +21,11 @@ type fileHandle struct {
 	n        *node
 	fd       int
 	writable bool
+	// noflush: the OPEN reply carried FOPEN_NOFLUSH, so no close of this
+	// handle's descriptors sends FLUSH (see flushes, locks_linux.go);
+	// opener is the pid of the process that opened it, for its RELEASE.
+	noflush bool
+	opener  atomic.Uint32
 }
 
 func (n *node) newHandle(fd int, flags uint32) *fileHandle {
@@ -28,6 +34,7 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 		fd:       fd,
 		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
 	}
+	h.noflush = !h.flushes()
 	if h.writable {
 		n.writers.Add(1)
 	}
@@ -132,9 +139,11 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 // Flush drops the POSIX locks of the closing lock owner (locks_linux.go)
 // and reports nothing else: close of a revoked handle succeeds, and under
 // the writeback cache the kernel has already written the dirty pages back
-// and reports their errors itself. While the view forwards locks every
-// close sends FLUSH; otherwise it is reached only under the writeback
-// cache (FOPEN_NOFLUSH), where ENOSYS makes the kernel stop sending it.
+// and reports their errors itself. While the view forwards locks, a close
+// sends FLUSH unless the handle was opened with FOPEN_NOFLUSH (read-only,
+// on a file never locked through the view: fileHandle.flushes); otherwise
+// it is reached only under the writeback cache (which ignores
+// FOPEN_NOFLUSH), where ENOSYS makes the kernel stop sending it.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
 	if !h.n.v.forwardsLocks() {
 		if h.n.v.writeback() {
