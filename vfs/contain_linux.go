@@ -63,6 +63,8 @@ type node struct {
 
 	// locked: a record lock was asked for through the view (locks_linux.go).
 	locked atomic.Bool
+	// prefilled: an OPEN pushed the file's data to the kernel (prefill).
+	prefilled atomic.Bool
 }
 
 func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {

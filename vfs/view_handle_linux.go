@@ -118,7 +118,68 @@ func privileged(fd int) bool {
 	return err == nil
 }
 
+// prefillMax bounds the files prefill pushes.
+const prefillMax = 16 << 10
+
+// testNoPrefill turns prefill off: the negative control of
+// TestViewPrefill. testReads counts READ requests (the tests' "reads").
+var (
+	testNoPrefill = false
+	testReads     atomic.Int64
+)
+
+// prefill pushes a small file's data into the kernel's page cache
+// (FUSE_NOTIFY_STORE) at its first read-only OPEN through the view, before
+// the reply, so that the first read(2) finds it there instead of sending
+// a READ round trip: reading every file of a tree right after the sandbox
+// starts (grep -r) costs OPEN and READ per file, and the store costs the
+// daemon a pread and a write, no wake-up of the reader. The OPEN reply
+// keeps the cache (FOPEN_KEEP_CACHE). Only once per node: later opens find
+// the pages, or the kernel dropped them and READ fills them as usual. The
+// data must not be older than the file: a change between the pread and
+// the store (a host write: the file's times or size differ afterwards; a
+// write through the view: a writable handle is open) drops what was
+// stored, as the host watcher would.
+func (h *fileHandle) prefill() {
+	n := h.n
+	if testNoPrefill || h.writable || n.v.opts.Passthrough || n.prefilled.Load() || n.writers.Load() != 0 {
+		return
+	}
+	var st, after syscall.Stat_t
+	if syscall.Fstat(h.fd, &st) != nil || st.Size <= 0 || st.Size > prefillMax {
+		return
+	}
+	if !n.prefilled.CompareAndSwap(false, true) {
+		return
+	}
+	// Opening a file does not change its access time, so neither may this
+	// read (O_NOATIME: the daemon is the owner or has CAP_FOWNER; else
+	// there is no prefill). Reads the kernel then serves from the pages
+	// leave the host's atime alone, as every cached read does. The handle
+	// is not the kernel's yet: nothing else uses its descriptor meanwhile.
+	fl, err := unix.FcntlInt(uintptr(h.fd), unix.F_GETFL, 0)
+	if err != nil {
+		return
+	}
+	if _, err := unix.FcntlInt(uintptr(h.fd), unix.F_SETFL, fl|unix.O_NOATIME); err != nil {
+		return
+	}
+	buf := make([]byte, st.Size)
+	k, err := syscall.Pread(h.fd, buf, 0)
+	unix.FcntlInt(uintptr(h.fd), unix.F_SETFL, fl)
+	if err != nil || int64(k) != st.Size {
+		return
+	}
+	if n.WriteCache(0, buf) != 0 {
+		return
+	}
+	if syscall.Fstat(h.fd, &after) != nil || after.Size != st.Size || after.Mtim != st.Mtim || after.Ctim != st.Ctim || n.writers.Load() != 0 {
+		n.NotifyContent(0, 0)
+	}
+}
+
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	testReads.Add(1)
 	if err := h.n.live(); err != nil {
 		return nil, h.errno("read", err)
 	}

@@ -335,6 +335,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, n.errno("open", err)
 	}
+	fh.prefill()
 	return fh, fh.replyFlags(ctx), 0
 }
 
