@@ -49,7 +49,10 @@ import (
 // through it. The kernel sends RELEASE when the last descriptor of the
 // open file description closes, after close(2) has returned; so there a
 // lock goes a moment after the close, and a copy made with dup(2) or
-// inherited by a child keeps it until the last copy closes. SQLite never
+// inherited by a child keeps it until the last copy closes. FUSE does not
+// say whether an owner is a process (POSIX) or a description (OFD), so an
+// OFD lock that process took on another description of the file goes at
+// that RELEASE too (natively it would stay). SQLite never
 // closes a descriptor of a file its process holds locks on, and lock
 // files are opened for writing; the read-only case is a reader that takes
 // a read lock on a second descriptor while holding an older one.
