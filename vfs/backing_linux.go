@@ -131,27 +131,21 @@ func (r rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) 
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	st := r.RawFileSystem.Open(cancel, in, out)
-	r.v.openFlags(&out.OpenFlags)
-	return st
+	return r.RawFileSystem.Open(cancel, in, out)
 }
 
 func (r rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	st := r.RawFileSystem.Create(cancel, in, name, out)
-	r.v.openFlags(&out.OpenFlags)
-	return st
+	return r.RawFileSystem.Create(cancel, in, name, out)
 }
 
 func (r rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
 	if r.v.opts.Passthrough {
 		defer r.v.arm()()
 	}
-	st := r.RawFileSystem.Tmpfile(cancel, in, out)
-	r.v.openFlags(&out.OpenFlags)
-	return st
+	return r.RawFileSystem.Tmpfile(cancel, in, out)
 }
 
 // serve mounts the view on dir with o (from fuseOptions, adjusted by the

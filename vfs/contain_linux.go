@@ -60,6 +60,11 @@ type node struct {
 	// descriptor is closed, under hmu.
 	hmu     sync.Mutex
 	handles map[*fileHandle]struct{}
+
+	// locked: a record lock was asked for through the view (locks_linux.go).
+	locked atomic.Bool
+	// prefilled: an OPEN pushed the file's data to the kernel (prefill).
+	prefilled atomic.Bool
 }
 
 func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {

@@ -220,9 +220,13 @@
 // later, and then changes the file through before the view has looked that
 // new name up, leaves the old name stale until the hour runs out; a lookup
 // answered while a host change was being processed is cached for the short
-// timeout only. Close sends FLUSH on a writable view, where it
-// carries the lock owner whose POSIX locks the close drops (see Locks);
-// on a read-only view close does not round-trip (FOPEN_NOFLUSH).
+// timeout only. Close sends FLUSH on a writable view where a lock can
+// need it (see Locks): there it carries the lock owner whose POSIX locks
+// the close drops. A handle opened read-only on a file never locked
+// through the view, and every handle of a read-only view, closes without
+// a round trip (FOPEN_NOFLUSH). The first read-only OPEN of a file of up
+// to 16 KiB pushes its data into the kernel's page cache
+// (FUSE_NOTIFY_STORE, fileHandle.prefill), so its first read sends no READ.
 //
 // Writes go to the daemon as they are made (write-through) unless
 // [Options].Writeback is set (and Passthrough is not). Under the writeback
@@ -266,8 +270,7 @@
 // noopendir_linux.go): a warm walk sends no request per directory. Files
 // keep OPEN and RELEASE (FUSE_NO_OPEN_SUPPORT is not used: RELEASE is where
 // lock owners and unlinked open files are let go), and on a writable view
-// every close sends FLUSH, which carries the lock owner whose POSIX locks
-// the close drops (see Locks).
+// a close sends FLUSH where a lock can need it (see Locks).
 //
 // # Set-ID bits and file capabilities
 //
@@ -320,8 +323,10 @@
 // owner) and takes the owner's locks on it as OFD locks, so POSIX locks
 // are per process (two descriptors of one process, such as two SQLite
 // connections, share them; a forked child does not), go when the process
-// closes any descriptor of the file (every close sends FLUSH with the
-// owner while locks are forwarded), and F_GETLK names the holder's pid.
+// closes any descriptor of the file (a close sends FLUSH with the owner
+// unless the handle is read-only and was opened before the file's first
+// lock; then its RELEASE drops the opener's locks, just after the close:
+// locks_linux.go), and F_GETLK names the holder's pid.
 // A waiting lock is polled so an interrupted waiter returns at once; OFD
 // locks have no deadlock detection, so EDEADLK is never reported. See
 // locks_linux.go for the details and limits. On a view with [Options].ReadOnly they are

@@ -6,7 +6,7 @@ package vfs
 // the test that proves it; they live beside the code they bend
 // (testSkipInvalidate, testNoOpenDrop: view_linux.go; testNoFDRelief:
 // fdrelief_linux.go; testNoHostEvents: hostwatch_linux.go; testNoKillPriv:
-// view_node_linux.go; testPerFDLocks: locks_linux.go; testPassthroughEvents:
+// view_node_linux.go; testPerFDLocks, testFlushLockedOnly: locks_linux.go; testNoPrefill: view_handle_linux.go; testPassthroughEvents:
 // hostwatch_linux.go; testOpendir: noopendir_linux.go; testTopPlainOffsets: toplist_linux.go) and are set only here, each through a function that
 // returns the reset.
 
@@ -30,6 +30,8 @@ func setKnobs(cfg serveConfig) (reset func()) {
 		setKnob(&testPassthroughEvents, cfg.PassthroughEvents),
 		setKnob(&testOpendir, cfg.KeepOpendir),
 		setKnob(&testTopPlainOffsets, cfg.TopPlainOffsets),
+		setKnob(&testFlushLockedOnly, cfg.FlushLockedOnly),
+		setKnob(&testNoPrefill, cfg.NoPrefill),
 	}
 	return func() {
 		for _, r := range resets {

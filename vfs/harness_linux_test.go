@@ -69,6 +69,10 @@ type serveConfig struct {
 	// KeepOpendir: OPENDIR is served as before FUSE_NO_OPENDIR_SUPPORT
 	// (negative control of TestViewWarmWalkNoDirRequests).
 	KeepOpendir bool
+	// FlushLockedOnly: a handle flushes only if its file was locked before
+	// it was opened (negative control of TestViewLockCloseEarlierDescriptor).
+	FlushLockedOnly bool
+	NoPrefill       bool // negative control of TestViewPrefill
 	// Loopback, when set, serves these host paths with go-fuse's stock,
 	// path-based fs.LoopbackNode instead of the view: the negative control
 	// of the containment tests.
@@ -211,6 +215,10 @@ func serveMain(cfgJSON string) int {
 				fmt.Println(testNotified.Load())
 			case "dirrequests":
 				fmt.Println(testDirRequests.Load())
+			case "flushes":
+				fmt.Println(testFlushes.Load())
+			case "reads":
+				fmt.Println(testReads.Load())
 			case "fds":
 				// Descriptors left after the garbage collector ran the
 				// cleanups of unreachable nodes.

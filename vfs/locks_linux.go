@@ -29,12 +29,33 @@ import (
 // owner's own locks merge, split and upgrade as POSIX locks do.
 //
 // A POSIX owner's locks go when it closes any descriptor of the file: the
-// kernel sends FLUSH with the owner on every close (so the view does not
-// set FOPEN_NOFLUSH while it forwards locks), and the daemon closes that
+// kernel sends FLUSH with the owner on a close, and the daemon closes that
 // owner's host description. An OFD owner's locks go when its description
 // is released: RELEASE drops every owner that locked through the handle
 // (by then every POSIX owner that held the handle has closed it, and so
 // flushed). When the node's last handle is released, whatever is left goes.
+//
+// FLUSH is a synchronous round trip on every close (it doubled the cost of
+// open+close), and the kernel sends none for a handle opened with
+// FOPEN_NOFLUSH; the flag is chosen at OPEN and cannot change later. The
+// view sets it only where no lock can need the close (fileHandle.flushes):
+// on a handle opened read-only while its file has never had a record lock
+// asked for through the view. Every handle that can carry a write lock,
+// and every handle of a file once locked, flushes, so POSIX close
+// semantics are exact for them. What remains is a read-only descriptor
+// opened before its file's first lock: its handle's RELEASE drops the
+// locks of the process that opened it (the pid of the OPEN, resolved to
+// its thread group when the file is first locked), as well as those taken
+// through it. The kernel sends RELEASE when the last descriptor of the
+// open file description closes, after close(2) has returned; so there a
+// lock goes a moment after the close, and a copy made with dup(2) or
+// inherited by a child keeps it until the last copy closes. FUSE does not
+// say whether an owner is a process (POSIX) or a description (OFD), so an
+// OFD lock that process took on another description of the file goes at
+// that RELEASE too (natively it would stay). SQLite never
+// closes a descriptor of a file its process holds locks on, and lock
+// files are opened for writing; the read-only case is a reader that takes
+// a read lock on a second descriptor while holding an older one.
 //
 // flock(2) keeps its own semantics (per open file description): it is taken
 // on the handle's own host descriptor and released with it.
@@ -65,8 +86,8 @@ import (
 // its first lock until it closes a descriptor of the file; past
 // maxLockOwners of them a new owner's lock is refused with ENOLCK (as is
 // the move to a read-write description while another thread of the owner
-// waits for a lock). Every close on a writable view costs a FLUSH round
-// trip.
+// waits for a lock). Every close of a descriptor that flushes (above)
+// costs a FLUSH round trip.
 
 // testPerFDLocks restores the per-descriptor behaviour (locks on each
 // handle's own host descriptor, owners ignored): the negative control of
@@ -76,6 +97,14 @@ var (
 	testLockKnob   string
 	testPerFDLocks = testLockKnob == "per-fd"
 )
+
+// testFlushLockedOnly makes a handle flush only when its file was locked
+// before it was opened, whatever its access, and gives RELEASE no opener's
+// locks to drop: the negative control of TestViewLockCloseEarlierDescriptor.
+var testFlushLockedOnly = false
+
+// testFlushes counts FLUSH requests (the tests' "flushes" command).
+var testFlushes atomic.Int64
 
 // lockTables maps a *node to its *nodeLocks while any owner holds a host
 // description for it.
@@ -111,16 +140,75 @@ var flushOwners sync.Map
 // by owner: on a writable view (a read-only one keeps them in the kernel).
 func (v *View) forwardsLocks() bool { return !v.opts.ReadOnly && !testPerFDLocks }
 
-// openFlags adjusts the flags of an OPEN reply: while the view forwards
-// locks, every close must reach it (FLUSH carries the lock owner).
-func (v *View) openFlags(flags *uint32) {
-	if v.forwardsLocks() {
-		*flags &^= fuse.FOPEN_NOFLUSH
+// flushes reports whether closes of h's descriptors must reach the view
+// (FLUSH carries the lock owner): while the view forwards locks, unless h
+// is read-only and its file has never been locked through the view (see
+// the comment at the top). It is decided once, as the handle is made.
+func (h *fileHandle) flushes() bool {
+	switch {
+	case !h.n.v.forwardsLocks():
+		return false
+	case testFlushLockedOnly:
+		return h.n.locked.Load()
 	}
+	return h.writable || h.n.locked.Load()
+}
+
+// replyFlags are the flags of h's OPEN (CREATE, TMPFILE) reply; it
+// records the opener for h's RELEASE.
+func (h *fileHandle) replyFlags(ctx context.Context) uint32 {
+	if !h.noflush {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	if fc, ok := ctx.(*fuse.Context); ok && h.n.v.forwardsLocks() {
+		h.opener.Store(fc.Caller.Pid)
+		if h.n.locked.Load() {
+			h.opener.Store(tgid(fc.Caller.Pid)) // locked meanwhile: see lockedFirst
+		}
+	}
+	return fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE
+}
+
+// lockedFirst marks n as locked through the view, at its first lock
+// request, and resolves the openers of its handles that do not flush to
+// their processes (OPEN reports the calling thread, a lock its process;
+// the thread may be gone by the time the handle is released).
+func (n *node) lockedFirst() {
+	if n.locked.Load() || !n.locked.CompareAndSwap(false, true) {
+		return
+	}
+	n.hmu.Lock()
+	defer n.hmu.Unlock()
+	for h := range n.handles {
+		if h.noflush {
+			if tid := h.opener.Load(); tid != 0 {
+				h.opener.Store(tgid(tid))
+			}
+		}
+	}
+}
+
+// tgid is the process (thread group) of thread tid, both in the daemon's
+// pid namespace (the connection's: FUSE reports pids in the namespace of
+// the process that mounted), or tid when /proc does not tell.
+func tgid(tid uint32) uint32 {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/status")
+	if err != nil {
+		return tid
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
+			if n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 32); err == nil {
+				return uint32(n)
+			}
+		}
+	}
+	return tid
 }
 
 // Flush records the lock owner for fileHandle.Flush.
 func (r rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	testFlushes.Add(1)
 	if r.v.forwardsLocks() && cancel != nil {
 		flushOwners.Store(cancel, in.LockOwner)
 		defer flushOwners.Delete(cancel)
@@ -151,16 +239,21 @@ func (h *fileHandle) flushLocks(ctx context.Context) {
 }
 
 // releaseLocks drops the owners that locked through h (h is being
-// released), and every owner once the node has no handle left.
+// released), the POSIX locks of the process that opened h when its closes
+// sent no FLUSH, and every owner once the node has no handle left.
 func (h *fileHandle) releaseLocks(last bool) {
 	v, ok := lockTables.Load(h.n)
 	if !ok {
 		return
 	}
+	var opener uint32
+	if h.noflush && !testFlushLockedOnly {
+		opener = h.opener.Load()
+	}
 	nl := v.(*nodeLocks)
 	nl.mu.Lock()
 	for owner, ol := range nl.owners {
-		if _, via := ol.via[h]; via || last {
+		if _, via := ol.via[h]; via || last || (opener != 0 && ol.pid == opener) {
 			nl.dropLocked(h.n, owner, ol)
 		}
 	}
@@ -408,6 +501,9 @@ func ofdHolds(fd int, flk *syscall.Flock_t) bool {
 // setLock takes, changes or releases owner's POSIX or OFD record lock.
 func (h *fileHandle) setRecordLock(ctx context.Context, owner uint64, lk *fuse.FileLock, wait bool) syscall.Errno {
 	unlock := lk.Typ == syscall.F_UNLCK
+	if !unlock {
+		h.n.lockedFirst()
+	}
 	nl, ol, err := h.owner(owner, !unlock)
 	if err != nil {
 		return h.errno("setlk", err)

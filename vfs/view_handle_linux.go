@@ -5,6 +5,7 @@ package vfs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -20,6 +21,11 @@ type fileHandle struct {
 	n        *node
 	fd       int
 	writable bool
+	// noflush: the OPEN reply carried FOPEN_NOFLUSH, so no close of this
+	// handle's descriptors sends FLUSH (see flushes, locks_linux.go);
+	// opener is the pid of the process that opened it, for its RELEASE.
+	noflush bool
+	opener  atomic.Uint32
 }
 
 func (n *node) newHandle(fd int, flags uint32) *fileHandle {
@@ -28,6 +34,7 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 		fd:       fd,
 		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
 	}
+	h.noflush = !h.flushes()
 	if h.writable {
 		n.writers.Add(1)
 	}
@@ -111,7 +118,68 @@ func privileged(fd int) bool {
 	return err == nil
 }
 
+// prefillMax bounds the files prefill pushes.
+const prefillMax = 16 << 10
+
+// testNoPrefill turns prefill off: the negative control of
+// TestViewPrefill. testReads counts READ requests (the tests' "reads").
+var (
+	testNoPrefill = false
+	testReads     atomic.Int64
+)
+
+// prefill pushes a small file's data into the kernel's page cache
+// (FUSE_NOTIFY_STORE) at its first read-only OPEN through the view, before
+// the reply, so that the first read(2) finds it there instead of sending
+// a READ round trip: reading every file of a tree right after the sandbox
+// starts (grep -r) costs OPEN and READ per file, and the store costs the
+// daemon a pread and a write, no wake-up of the reader. The OPEN reply
+// keeps the cache (FOPEN_KEEP_CACHE). Only once per node: later opens find
+// the pages, or the kernel dropped them and READ fills them as usual. The
+// data must not be older than the file: a change between the pread and
+// the store (a host write: the file's times or size differ afterwards; a
+// write through the view: a writable handle is open) drops what was
+// stored, as the host watcher would.
+func (h *fileHandle) prefill() {
+	n := h.n
+	if testNoPrefill || h.writable || n.v.opts.Passthrough || n.prefilled.Load() || n.writers.Load() != 0 {
+		return
+	}
+	var st, after syscall.Stat_t
+	if syscall.Fstat(h.fd, &st) != nil || st.Size <= 0 || st.Size > prefillMax {
+		return
+	}
+	if !n.prefilled.CompareAndSwap(false, true) {
+		return
+	}
+	// Opening a file does not change its access time, so neither may this
+	// read (O_NOATIME: the daemon is the owner or has CAP_FOWNER; else
+	// there is no prefill). Reads the kernel then serves from the pages
+	// leave the host's atime alone, as every cached read does. The handle
+	// is not the kernel's yet: nothing else uses its descriptor meanwhile.
+	fl, err := unix.FcntlInt(uintptr(h.fd), unix.F_GETFL, 0)
+	if err != nil {
+		return
+	}
+	if _, err := unix.FcntlInt(uintptr(h.fd), unix.F_SETFL, fl|unix.O_NOATIME); err != nil {
+		return
+	}
+	buf := make([]byte, st.Size)
+	k, err := syscall.Pread(h.fd, buf, 0)
+	unix.FcntlInt(uintptr(h.fd), unix.F_SETFL, fl)
+	if err != nil || int64(k) != st.Size {
+		return
+	}
+	if n.WriteCache(0, buf) != 0 {
+		return
+	}
+	if syscall.Fstat(h.fd, &after) != nil || after.Size != st.Size || after.Mtim != st.Mtim || after.Ctim != st.Ctim || n.writers.Load() != 0 {
+		n.NotifyContent(0, 0)
+	}
+}
+
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	testReads.Add(1)
 	if err := h.n.live(); err != nil {
 		return nil, h.errno("read", err)
 	}
@@ -132,9 +200,11 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32,
 // Flush drops the POSIX locks of the closing lock owner (locks_linux.go)
 // and reports nothing else: close of a revoked handle succeeds, and under
 // the writeback cache the kernel has already written the dirty pages back
-// and reports their errors itself. While the view forwards locks every
-// close sends FLUSH; otherwise it is reached only under the writeback
-// cache (FOPEN_NOFLUSH), where ENOSYS makes the kernel stop sending it.
+// and reports their errors itself. While the view forwards locks, a close
+// sends FLUSH unless the handle was opened with FOPEN_NOFLUSH (read-only,
+// on a file never locked through the view: fileHandle.flushes); otherwise
+// it is reached only under the writeback cache (which ignores
+// FOPEN_NOFLUSH), where ENOSYS makes the kernel stop sending it.
 func (h *fileHandle) Flush(ctx context.Context) syscall.Errno {
 	if !h.n.v.forwardsLocks() {
 		if h.n.v.writeback() {

@@ -335,7 +335,8 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if err != nil {
 		return nil, 0, n.errno("open", err)
 	}
-	return fh, fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE, 0
+	fh.prefill()
+	return fh, fh.replyFlags(ctx), 0
 }
 
 func (n *node) open(flags uint32) (*fileHandle, error) {
@@ -457,7 +458,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if err != nil {
 		return nil, nil, 0, n.errno("create", err)
 	}
-	return ch, fh, fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE, 0
+	return ch, fh, fh.replyFlags(ctx), 0
 }
 
 func (n *node) create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, *fileHandle, error) {
@@ -967,5 +968,5 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if err != nil {
 		return nil, nil, 0, n.errno("tmpfile", err)
 	}
-	return ch, fh, fuse.FOPEN_NOFLUSH | fuse.FOPEN_KEEP_CACHE, 0
+	return ch, fh, fh.replyFlags(ctx), 0
 }
