@@ -427,3 +427,23 @@ func mounted(p string) bool {
 	}
 	return false
 }
+
+// count asks the server for one of its counters ("notified": host watcher
+// notifications, "dirrequests", "reads", "flushes").
+func (s *server) count(what string) int64 {
+	s.t.Helper()
+	fmt.Fprintln(s.in, what)
+	if !s.out.Scan() {
+		s.t.Fatal("server gone")
+	}
+	n, err := strconv.ParseInt(s.out.Text(), 10, 64)
+	if err != nil {
+		s.t.Fatalf("%s: %q", what, s.out.Text())
+	}
+	return n
+}
+
+func (s *server) notified() int64    { return s.count("notified") }
+func (s *server) dirRequests() int64 { return s.count("dirrequests") }
+func (s *server) reads() int64       { return s.count("reads") }
+func (s *server) flushes() int64     { return s.count("flushes") }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -520,20 +519,6 @@ func TestViewHostMount(t *testing.T) {
 			}
 		})
 	}
-}
-
-// notified returns how many notifications the server's host watcher sent.
-func (s *server) notified() int64 {
-	s.t.Helper()
-	fmt.Fprintln(s.in, "notified")
-	if !s.out.Scan() {
-		s.t.Fatal("server gone")
-	}
-	n, err := strconv.ParseInt(s.out.Text(), 10, 64)
-	if err != nil {
-		s.t.Fatalf("notified: %q", s.out.Text())
-	}
-	return n
 }
 
 // TestViewPassthroughOwnWrites: under passthrough the kernel writes to the

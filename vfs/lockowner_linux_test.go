@@ -451,19 +451,6 @@ func TestViewLockAccessMode(t *testing.T) {
 	}
 }
 
-func (s *server) flushes() int64 {
-	s.t.Helper()
-	fmt.Fprintln(s.in, "flushes")
-	if !s.out.Scan() {
-		s.t.Fatal("server gone")
-	}
-	n, err := strconv.ParseInt(s.out.Text(), 10, 64)
-	if err != nil {
-		s.t.Fatalf("flushes: %q", s.out.Text())
-	}
-	return n
-}
-
 // TestViewLockCloseEarlierDescriptor: closes send FLUSH only where a lock
 // can need them, and POSIX close semantics hold for descriptors opened
 // before a file's first lock: a process that opened a file read-write

@@ -8,22 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 )
-
-func (s *server) dirRequests() int64 {
-	s.t.Helper()
-	fmt.Fprintln(s.in, "dirrequests")
-	if !s.out.Scan() {
-		s.t.Fatal("server gone")
-	}
-	n, err := strconv.ParseInt(s.out.Text(), 10, 64)
-	if err != nil {
-		s.t.Fatalf("dirrequests: %q", s.out.Text())
-	}
-	return n
-}
 
 // TestViewWarmWalkNoDirRequests: with FUSE_NO_OPENDIR_SUPPORT a warm walk
 // of a root sends no directory request at all (the kernel keeps the

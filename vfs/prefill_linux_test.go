@@ -4,26 +4,11 @@ package vfs
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
-
-func (s *server) reads() int64 {
-	s.t.Helper()
-	fmt.Fprintln(s.in, "reads")
-	if !s.out.Scan() {
-		s.t.Fatal("server gone")
-	}
-	n, err := strconv.ParseInt(s.out.Text(), 10, 64)
-	if err != nil {
-		s.t.Fatalf("reads: %q", s.out.Text())
-	}
-	return n
-}
 
 // TestViewPrefill: the first read-only open of a small file pushes its data
 // to the kernel, so reading it sends no READ; a large file is read as
