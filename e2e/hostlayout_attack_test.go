@@ -100,7 +100,7 @@ func TestAttackTmpRootNarrowed(t *testing.T) {
 			x, a, secret, token := tmpHost(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, p.flags, naive), nil, fileRoot(x))
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, hostFlags(p.flags...), naive), nil, fileRoot(x))
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
@@ -157,7 +157,7 @@ func TestAttackTmpRootRepointed(t *testing.T) {
 			other := filepath.Join("/tmp", "rfsatk-other-"+randHex(4))
 			t.Cleanup(func() { os.RemoveAll(other) })
 			mustWrite(t, filepath.Join(other, "o.txt"), "other\n")
-			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, p.flags, naive), nil, fileRoot(x))
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, hostFlags(p.flags...), naive), nil, fileRoot(x))
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
@@ -201,7 +201,7 @@ func TestAttackTmpRootWidened(t *testing.T) {
 			x, a, secret, token := tmpHost(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, p.flags, naive), nil, fileRoot(a))
+			c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, hostFlags(p.flags...), naive), nil, fileRoot(a))
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
@@ -230,7 +230,7 @@ func TestAttackTmpFileRoot(t *testing.T) {
 			mustWrite(t, f, "file root\n")
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, p.flags, naive), nil, fileRoot(f))
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, hostFlags(p.flags...), naive), nil, fileRoot(f))
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
@@ -279,7 +279,7 @@ func TestAttackTmpMountRace(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
 				flags := append([]string{"--ro-bind", filepath.Dir(spin)}, p.flags...)
-				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, flags, naive), m.cred, fileRoot(other))
+				c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, hostFlags(flags...), naive), m.cred, fileRoot(other))
 				unprivilegedRefused(t, m, err, stderr)
 				if err != nil {
 					t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
@@ -339,7 +339,7 @@ func TestAttackTmpSymlinkLogFlood(t *testing.T) {
 	mustWrite(t, filepath.Join(other, "o.txt"), "other\n")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, nil, naive), nil, fileRoot(other))
+	c, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, hostFlags(), naive), nil, fileRoot(other))
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 	}
