@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 //lint:file-ignore SA1019 go-sdk deprecates roots (SEP-2577), but rootfs exists to enforce them and every real client still sends them until at least 2027-07-28
