@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.uber.org/zap"
 )
@@ -238,6 +239,13 @@ func (b *Bridge) routeClient(el []byte) route {
 			fe := new(envelope)
 			*fe = e
 			return route{after: func() { b.handleFetchReply(fe) }}
+		}
+		if strings.Contains(e.id.str, b.prefix) {
+			// Not a reply to the server (its ids never carry rootfs's
+			// session prefix) and not to rootfs: forwarding it would hand
+			// the server rootfs's prefix.
+			b.log.Warn("dropped a reply from the client whose id carries rootfs's prefix but answers nothing", zap.String("line", lineSnippet(el)))
+			return route{}
 		}
 		return route{kind: kindResponse, fwd: el}
 	}
