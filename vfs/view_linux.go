@@ -35,6 +35,7 @@ type View struct {
 	start time.Time
 
 	placeholders map[string]int      // name (host layout: path) -> index in opts.Placeholders
+	tops         []Placeholder       // the top-level ones, in order: OnAdd makes them, listings name them
 	phDirs       map[string][]string // host layout: synthetic directory -> the placeholder paths' children in it
 
 	// mu serializes swap and Close. FUSE handlers never take it, so swap may
@@ -196,6 +197,11 @@ func NewView(opts Options) *View {
 		if _, ok := v.phDirs[name]; ok {
 			v.log.Warn("placeholder ignored: another one lies below it", zap.String("name", name))
 			delete(v.placeholders, name)
+		}
+	}
+	for i, p := range opts.Placeholders {
+		if j, ok := v.placeholders[p.Name]; ok && j == i && !strings.Contains(p.Name, "/") {
+			v.tops = append(v.tops, p)
 		}
 	}
 	v.root = &rootDir{v: v}

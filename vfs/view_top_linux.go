@@ -5,7 +5,6 @@ package vfs
 import (
 	"context"
 	"hash/fnv"
-	"strings"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -58,10 +57,7 @@ func (r *rootDir) OnAdd(ctx context.Context) {
 		return // only the top level holds persistent children
 	}
 	r.v.mounted.Store(true)
-	for _, p := range r.v.opts.Placeholders {
-		if i, ok := r.v.placeholders[p.Name]; !ok || r.v.opts.Placeholders[i] != p || strings.Contains(p.Name, "/") {
-			continue
-		}
+	for _, p := range r.v.tops {
 		r.AddChild(p.Name, r.newPlaceholder(ctx, p), true)
 	}
 }
@@ -278,10 +274,8 @@ func (r *rootDir) listOf(s *snapshot) []fuse.DirEntry {
 		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: ino})
 	}
 	if r.path == "" {
-		for _, p := range r.v.opts.Placeholders {
-			if i, ok := r.v.placeholders[p.Name]; ok && r.v.opts.Placeholders[i] == p && !strings.Contains(p.Name, "/") {
-				add(p.Name)
-			}
+		for _, p := range r.v.tops {
+			add(p.Name)
 		}
 	}
 	for _, name := range r.v.phDirs[r.path] {

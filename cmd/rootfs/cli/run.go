@@ -428,8 +428,10 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	defer written.Close()
 	vopts := rf.run.Options(rf.roots.ReadOnly, log)
 	vopts.Placeholders = mountmgr.Placeholders(spec)
+	var tmpKeep []string // host layout: /tmp/X that hold bind mount points, shown for good
 	if spec.HostLayout {
 		vopts.Placeholders = outsideRoots(vopts.Placeholders, static)
+		tmpKeep = mountmgr.TmpPlaceholders(vopts.Placeholders)
 	}
 	vopts.Allow, vopts.Written = rf.run.Allow, written
 	if spec.HostLayout {
@@ -467,7 +469,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	if spec.HostLayout {
 		spec.Dir, spec.Env = serverDirEnv(first, spec.Env)
-		spec.TmpRoots = union(mountmgr.TmpRoots(first.Entries()), mountmgr.TmpPlaceholders(vopts.Placeholders))
+		spec.TmpRoots = union(mountmgr.TmpRoots(first.Entries()), tmpKeep)
 	}
 	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
@@ -509,7 +511,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	log.Info("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
 	if binds != nil && spec.HostLayout {
-		if err := binds.Attach(srv.Pid(), spec.TmpRoots, mountmgr.TmpPlaceholders(vopts.Placeholders)); err != nil {
+		if err := binds.Attach(srv.Pid(), spec.TmpRoots, tmpKeep); err != nil {
 			log.Warn("roots below /tmp added later will not show in the server's /tmp", zap.Error(err))
 		}
 	}
