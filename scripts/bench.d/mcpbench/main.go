@@ -16,9 +16,10 @@
 //
 // A roots change is: add root DIR/cNN (a fresh directory), which makes the
 // SDK send notifications/roots/list_changed; the bridge asks roots/list, the
-// client answers; then the client calls the server's "stat" tool on
-// /<entry> until it succeeds. The entry name is the directory's base name, as
-// vfs names entries.
+// client answers; then the client calls the server's "stat" tool on the
+// root's path in the view until it succeeds: /<entry> in flat layout (the
+// directory's base name, as vfs names entries), or the directory's own path
+// with -host-paths (host layout, rootfs run's default since issue 14).
 package main
 
 //lint:file-ignore SA1019 go-sdk deprecates roots (SEP-2577), but rootfs exists to enforce them and every real client still sends them until at least 2027-07-28
@@ -58,6 +59,7 @@ func run() error {
 	changeDir := flag.String("change-dir", "", "directory in which to create the roots added by changes")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
 	protocol := flag.String("protocol", "2025-11-25", "protocol version to ask for; the same on both paths so that they compare (roots are deprecated in 2026-07-28)")
+	hostPaths := flag.Bool("host-paths", false, "roots appear at their own paths (rootfs run --layout host), not at /<name>")
 	flag.Var(&roots, "root", "initial client root (file:// URI or absolute path); repeatable")
 	flag.Parse()
 	argv := flag.Args()
@@ -142,10 +144,14 @@ func run() error {
 			return err
 		}
 		defer os.Remove(dir)
-		stat := &mcp.CallToolParams{Name: "stat", Arguments: map[string]any{"path": "/" + filepath.Base(dir)}}
+		inView := "/" + filepath.Base(dir)
+		if *hostPaths {
+			inView = dir
+		}
+		stat := &mcp.CallToolParams{Name: "stat", Arguments: map[string]any{"path": inView}}
 		// The entry must not be visible before the change.
 		if ok, err := call(stat); err != nil || ok {
-			return fmt.Errorf("entry %s visible before its root was added (err %v)", filepath.Base(dir), err)
+			return fmt.Errorf("entry %s visible before its root was added (err %v)", inView, err)
 		}
 		t0 := time.Now()
 		client.AddRoots(&mcp.Root{URI: toURI(dir)})
@@ -173,7 +179,7 @@ func run() error {
 				break
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("entry %s never became visible", filepath.Base(dir))
+				return fmt.Errorf("entry %s never became visible", inView)
 			}
 			got()
 		}
