@@ -24,7 +24,7 @@ func marker() string { return "-marker=e2e-" + randHex(8) }
 func noLeftovers(t *testing.T, mark, mountsBefore string, d time.Duration) {
 	t.Helper()
 	took, pids := waitGone(mark, d)
-	expect(t, kindContain, "no process left behind", len(pids) == 0, "still running after %v: %v", took, pids)
+	expect(t, kindContain, "no process left behind", len(pids) == 0, "still running after %v: %v%s", took, pids, procsInfo(pids))
 	left := newRootfsMounts(mountsBefore, hostMountinfo(t), "")
 	expect(t, kindContain, "nothing left mounted on the host", len(left) == 0, "new fuse mounts: %q", left)
 }
@@ -111,7 +111,7 @@ func TestFaultClientGone(t *testing.T) {
 	took, pids := waitGone(mark, 2*time.Second)
 	t.Logf("all session processes gone %v after the client closed", took.Round(time.Millisecond))
 	expect(t, kindContain, "server gone within 2 s of the client leaving", len(pids) == 0,
-		"still running after %v: %v\nstderr:\n%s", time.Since(start), pids, p.stderr)
+		"still running after %v: %v%s\nstderr:\n%s", time.Since(start), pids, procsInfo(pids), p.stderr)
 	noLeftovers(t, mark, before, time.Second)
 }
 

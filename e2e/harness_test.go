@@ -859,6 +859,32 @@ func markedProcs(marker string) []int {
 	return pids
 }
 
+// procsInfo describes pids for a failure message: each one's command, state,
+// kernel wait channel and kernel stack (root reads it), so that a process
+// that outlives its session says where it is stuck (a FUSE request, a
+// zombie not yet reaped, a mount call).
+func procsInfo(pids []int) string {
+	var b strings.Builder
+	for _, pid := range pids {
+		dir := filepath.Join("/proc", strconv.Itoa(pid))
+		cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		stat, _ := os.ReadFile(filepath.Join(dir, "stat"))
+		wchan, _ := os.ReadFile(filepath.Join(dir, "wchan"))
+		stack, _ := os.ReadFile(filepath.Join(dir, "stack"))
+		state := string(stat)
+		if i := strings.LastIndexByte(state, ')'); i >= 0 && i+3 <= len(state) {
+			state = state[i+2 : i+3]
+		}
+		fmt.Fprintf(&b, "\n  pid %d state %s wchan %s: %s", pid, state, wchan, strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " "))
+		for _, l := range strings.Split(strings.TrimSpace(string(stack)), "\n") {
+			if l != "" {
+				fmt.Fprintf(&b, "\n    %s", l)
+			}
+		}
+	}
+	return b.String()
+}
+
 // waitGone waits up to d for no process to carry marker, and returns the
 // time it took and the pids still there.
 func waitGone(marker string, d time.Duration) (time.Duration, []int) {
@@ -886,4 +912,6 @@ func TestHarnessDetectors(t *testing.T) {
 	must(t, cmd.Start())
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	expect(t, kindControl, "leftover marked process is detected", len(markedProcs(marker)) == 1, "pids %v", markedProcs(marker))
+	info := procsInfo(markedProcs(marker))
+	expect(t, kindControl, "a leftover is described by command and state", strings.Contains(info, marker) && strings.Contains(info, " state S"), "%s", info)
 }
