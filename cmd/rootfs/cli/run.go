@@ -428,13 +428,11 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	defer written.Close()
 	vopts := rf.run.Options(rf.roots.ReadOnly, log)
 	vopts.Placeholders = mountmgr.Placeholders(spec)
+	vopts.Allow, vopts.Written = rf.run.Allow, written
 	var tmpKeep []string // host layout: /tmp/X that hold bind mount points, shown for good
 	if spec.HostLayout {
 		vopts.Placeholders = outsideRoots(vopts.Placeholders, static)
 		tmpKeep = mountmgr.TmpPlaceholders(vopts.Placeholders)
-	}
-	vopts.Allow, vopts.Written = rf.run.Allow, written
-	if spec.HostLayout {
 		vopts.Beneath = []string{"tmp"} // the sandbox shows roots below its own /tmp
 	}
 	kernelPath := !rf.run.Strict
