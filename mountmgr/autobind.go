@@ -5,43 +5,87 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // # Auto-bind
 //
-// ResolveAutoBind follows what a command needs to start and returns it as
-// read-only binds at the same paths, so that a server installed the usual
-// ways (a venv, pyenv, nvm, ~/.cargo/bin, npx, uvx, pipx) starts with no
-// --ro-bind. It follows, on the host:
+// ResolveAutoBind binds, read-only and at the same paths, what the command
+// needs to start, so that a server installed the usual ways (a venv, pyenv,
+// nvm, asdf, mise, conda, ~/.cargo/bin, a node global prefix, npx, uvx,
+// pipx) starts with no --ro-bind. It binds what is needed, never what is
+// near: a directory is bound only when an interpreter's own layout says the
+// interpreter reads it, never an installation prefix whole, so PREFIX/notes
+// and PREFIX/data stay out whatever they are called. Each bind carries its
+// reason (Bind.Reason), which the one stderr line and --dry-run show.
 //
-//   - the executable through every symlink (each link and the target);
-//   - its "#!" interpreter, recursively (the kernel allows four levels; we
-//     allow eight), "env NAME" resolved through the PATH the server gets;
-//   - for an ELF file, the loader (PT_INTERP) and the DT_NEEDED libraries
-//     found through DT_RPATH / LD_LIBRARY_PATH / DT_RUNPATH ($ORIGIN
-//     expanded); a library not found there is the system's, which the
-//     runtime directories already hold;
-//   - the installation prefix of every file in the chain that lies in a
-//     bin/ or sbin/ directory (its parent: a venv, ~/.pyenv/versions/X,
-//     ~/.nvm/versions/node/X) and a venv's base prefix (pyvenv.cfg "home");
-//   - a launcher's cache (npm/npx, uv/uvx, pipx), see launcherCaches.
+// The rules, from how the kernel, the ELF loader, CPython and node find
+// their files:
 //
-// A prefix is refused, and only the files themselves are bound, when it is
-// "/", a top-level directory, the home directory or one of its ancestors, a
+//   - command, interpreter: the executable and every "#!" interpreter
+//     (recursively; the kernel allows four levels, we allow eight; "env
+//     NAME" resolved through the PATH the server gets), each with every
+//     symlink on the way. A symlink is shown as that symlink (Bind.Symlink),
+//     not as a copy of its target: node resolves a script's modules from
+//     its real path, CPython its prefix from its executable's.
+//   - loader, library: for an ELF file, the loader (PT_INTERP) and the
+//     DT_NEEDED libraries found through DT_RPATH / LD_LIBRARY_PATH /
+//     DT_RUNPATH ($ORIGIN expanded); a library not found there is the
+//     system's, which the runtime directories hold. Nothing else: a static
+//     binary (~/.cargo/bin, ~/go/bin, a harness's WORK/bin) is its file.
+//   - interpreter lib: an interpreter (a file named by "#!", or a command
+//     named like one: python*, pypy*, node, ruby*, perl*, ...) that lies in
+//     PREFIX/bin reads PREFIX's installation subtrees, found relative to
+//     its own path (CPython's getpath looks for PREFIX/lib/pythonX.Y/os.py,
+//     node for PREFIX/lib/node_modules, ruby for PREFIX/lib/ruby): bin,
+//     lib, lib32, lib64, libexec, include and share, plus conda-meta and
+//     ssl in a conda environment (conda-meta marks one; its OpenSSL reads
+//     PREFIX/ssl) and conf and release in a JDK (release and lib/modules
+//     mark one). That is a pyenv, asdf, mise, nvm or uv version directory,
+//     a conda env or /opt/python. The prefix itself is refused when it is
+//     the home directory or above it, a top-level directory or per-user
+//     data (~/.local, ~/.cache): ~/bin/python binds no ~/lib.
+//   - venv lib: a venv is PREFIX/pyvenv.cfg beside the interpreter's bin
+//     (CPython reads it before anything else): pyvenv.cfg, bin, lib*,
+//     include and share of the venv, and the base installation its "home"
+//     key names, under the interpreter rule.
+//   - .pth: every *.pth file in a bound site-packages names directories
+//     that CPython's site module puts on sys.path (an editable install, a
+//     uv workspace member, a vendored tree): each is bound, as are the
+//     absolute paths in setuptools' __editable___*_finder.py MAPPING.
+//   - user site: a python script in ~/.local/bin (pip --user) needs
+//     ~/.local/lib/pythonX.Y/site-packages, found through PYTHONUSERBASE
+//     (the server's HOME is /tmp): that directory alone is bound and
+//     PYTHONUSERBASE set.
+//   - package: a script run by node is bound with its package, the nearest
+//     directory above it holding package.json, not above a node_modules
+//     directory (node resolves require() and import from the script's real
+//     path upwards): PREFIX/lib/node_modules/pkg, never PREFIX.
+//   - npm cache, uv cache, uv python, uv tools, pipx home: a launcher's
+//     cache (npm/npx, uv/uvx, pipx), see launcherCaches.
+//
+// Every directory bind then passes the credential guard, the second line:
+// it is refused, and only the files themselves are bound, when it is "/",
+// a top-level directory, the home directory or one of its ancestors, a
 // credential directory or inside one, or when a look three levels down
 // finds a credential file or directory (credentialNames) or more than
-// scanLimit entries: "~/bin/server" binds the file, never "~", and a
-// project's bin/ beside a .env binds the file, never the project.
+// scanLimit entries.
 //
 // Nothing named through a file the server can write (AutoBindOptions.
 // Writable: the read-write roots known at start) is bound: a server that
-// rewrote a #! line, a symlink or a pyvenv.cfg in its root would otherwise
-// choose what the next start shows it.
+// rewrote a #! line, a symlink, a pyvenv.cfg or a .pth file in its root
+// would otherwise choose what the next start shows it.
+//
+// Not followed: version-manager shims (~/.pyenv/shims/python is a script
+// that asks pyenv which version to run, from files in the working
+// directory): give the real interpreter's path, which "rootfs wrap" and
+// "which -a" show.
 
 // credentialNames are entry names that mark a directory as holding
 // credentials: a prefix that contains one (three levels down at most) is
@@ -110,39 +154,56 @@ type AutoBindOptions struct {
 
 // AutoBind is what ResolveAutoBind found.
 type AutoBind struct {
-	// Binds are read-only binds (Overlay set for launcher caches), host
-	// path = sandbox path, sorted by path, none beneath another.
+	// Binds are read-only binds (Overlay set for launcher caches, Symlink
+	// for a symlink shown as one), host path = sandbox path, each with its
+	// Reason, sorted by path, none beneath a bound directory.
 	Binds []Bind
-	// Env are K=V entries the launcher needs (where its cache is); they go
-	// before --setenv, so the user can override them.
+	// Env are K=V entries the launcher or interpreter needs (where its
+	// cache is, PYTHONUSERBASE); they go before --setenv, so the user can
+	// override them.
 	Env []string
-	// Refused are prefixes left out, each with the reason, for the log.
+	// Refused are paths left out, each with the reason, for the log.
 	Refused []string
 }
 
-// Paths lists the bound paths (overlays marked), for the one info line.
+// Paths lists the bound paths, each with its reason, for the one info
+// line: "/opt/py/lib (interpreter lib)".
 func (a *AutoBind) Paths() []string {
 	var out []string
 	for _, b := range a.Binds {
-		p := b.Dest
+		why := b.Reason
 		if b.Overlay {
-			p += " (cache, private writes)"
+			why += ", private writes"
 		}
-		out = append(out, p)
+		out = append(out, b.Dest+" ("+why+")")
 	}
 	return out
 }
 
+// item is one path to bind: a file, a directory or a symlink shown as one.
+type item struct {
+	dir     bool
+	symlink string // the link's target, as read
+	reason  string
+}
+
 type resolver struct {
-	spec    *Spec
-	opts    AutoBindOptions
-	home    string
-	check   bool // only walk and report what is missing; bind nothing
-	visited map[string]bool
-	files   map[string]bool
-	dirs    map[string]bool
-	libs    int
-	out     AutoBind
+	spec     *Spec
+	opts     AutoBindOptions
+	home     string
+	check    bool // only walk and report what is missing; bind nothing
+	visited  map[string]bool
+	items    map[string]item
+	prefix   map[string]bool // installation prefixes already looked at
+	sites    map[string]bool // site-packages directories whose .pth were read
+	libs     int
+	pthCount int // directories bound from .pth files
+	out      AutoBind
+}
+
+func newResolver(spec *Spec, opts AutoBindOptions, home string) *resolver {
+	return &resolver{spec: spec, opts: opts, home: home, visited: map[string]bool{}, items: map[string]item{},
+		prefix: map[string]bool{}, sites: map[string]bool{}}
 }
 
 // ResolveAutoBind follows exe (the command's absolute host path) as the
@@ -164,7 +225,7 @@ func ResolveAutoBind(spec *Spec, exe string, opts AutoBindOptions) (*AutoBind, e
 			home = r
 		}
 	}
-	r := &resolver{spec: spec, opts: opts, home: filepath.Clean(home), visited: map[string]bool{}, files: map[string]bool{}, dirs: map[string]bool{}}
+	r := newResolver(spec, opts, filepath.Clean(home))
 	if err := r.exec(exe, "COMMAND", 0, false); err != nil {
 		return nil, err
 	}
@@ -178,7 +239,8 @@ func ResolveAutoBind(spec *Spec, exe string, opts AutoBindOptions) (*AutoBind, e
 // loader, as a *MissingError; nil when nothing is found missing.
 func DiagnoseExec(path string, env []string) error {
 	spec := &Spec{Env: env, RuntimeDirs: []string{}}
-	r := &resolver{spec: spec, check: true, visited: map[string]bool{}, files: map[string]bool{}, dirs: map[string]bool{}}
+	r := newResolver(spec, AutoBindOptions{}, "")
+	r.check = true
 	r.opts.Lookup = func(string) (string, bool) { return "", false }
 	err := r.exec(path, "COMMAND", 0, false)
 	var me *MissingError
@@ -233,14 +295,15 @@ func chain(p, from string) ([]string, error) {
 	return nil, fmt.Errorf("%w: %s: too many levels of symbolic links", ErrCommandNotFound, p)
 }
 
-// exec follows an executable: its symlinks, prefix, and #! or ELF.
+// exec follows an executable: its symlinks, its prefix when it is an
+// interpreter, and its #! or ELF headers.
 func (r *resolver) exec(p, from string, depth int, taint bool) error {
 	if depth > maxInterp {
 		return fmt.Errorf("%w: %s: more than %d levels of #! interpreters", ErrCommandNotExecutable, p, maxInterp)
 	}
-	what := "#! interpreter"
+	what, reason := "#! interpreter", "interpreter"
 	if depth == 0 {
-		what = "command"
+		what, reason = "command", "command"
 	}
 	links, err := chain(p, from)
 	if err != nil {
@@ -268,13 +331,16 @@ func (r *resolver) exec(p, from string, depth int, taint bool) error {
 	if fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("%w: %s is not executable (mode %04o): chmod +x it", ErrCommandNotExecutable, final, fi.Mode().Perm())
 	}
+	interp := depth > 0 || isInterpreterName(filepath.Base(p)) || isInterpreterName(filepath.Base(final))
 	if depth > 0 || !r.opts.InView {
 		for _, l := range links {
 			if r.refuseTainted(l, taint) {
 				continue
 			}
-			r.addFile(l)
-			r.addPrefix(l)
+			r.addFile(l, reason)
+			if interp {
+				r.interpreterPrefix(l)
+			}
 		}
 	}
 	f, err := os.Open(final)
@@ -294,7 +360,28 @@ func (r *resolver) exec(p, from string, depth int, taint bool) error {
 	return nil
 }
 
-// shebang follows "#!INTERP [ARG]", and "env [-S] NAME" through the PATH.
+// interpreterNames are the base names (before any version digits) of
+// commands that read an installation prefix at run time, so that
+// "~/venv/bin/python -m server" and "~/.nvm/.../bin/node server.js" get
+// their prefix's subtrees although they are the command, not a #! line.
+var interpreterNames = []string{"python", "pypy", "node", "nodejs", "bun", "deno", "ruby", "perl", "php", "lua", "luajit", "Rscript", "R", "julia", "java", "erl", "elixir", "guile", "tclsh", "wish"}
+
+func isInterpreterName(n string) bool {
+	return slices.Contains(interpreterNames, strings.TrimRight(n, "0123456789."))
+}
+
+// isNodeName says whether an interpreter runs JavaScript the node way
+// (module resolution from the script's real path upwards).
+func isNodeName(n string) bool {
+	switch strings.TrimRight(n, "0123456789.") {
+	case "node", "nodejs", "bun":
+		return true
+	}
+	return false
+}
+
+// shebang follows "#!INTERP [ARG]", and "env [-S] NAME" through the PATH;
+// then the script's own needs from the interpreter that runs it.
 func (r *resolver) shebang(script string, head []byte, depth int, taint bool) error {
 	line, _, _ := strings.Cut(string(head[2:]), "\n")
 	fields := strings.Fields(line)
@@ -306,6 +393,7 @@ func (r *resolver) shebang(script string, head []byte, depth int, taint bool) er
 		return err
 	}
 	if filepath.Base(interp) != "env" {
+		r.scriptNeeds(script, interp, taint)
 		return nil
 	}
 	// env [-S] [-i] [NAME=V]... NAME: the kernel passes "-S node --flag"
@@ -319,7 +407,11 @@ func (r *resolver) shebang(script string, head []byte, depth int, taint bool) er
 			continue
 		}
 		if strings.Contains(a, "/") {
-			return r.exec(a, script, depth+1, taint)
+			if err := r.exec(a, script, depth+1, taint); err != nil {
+				return err
+			}
+			r.scriptNeeds(script, a, taint)
+			return nil
 		}
 		for _, dir := range filepath.SplitList(r.envValue("PATH")) {
 			if !filepath.IsAbs(dir) {
@@ -327,13 +419,35 @@ func (r *resolver) shebang(script string, head []byte, depth int, taint bool) er
 			}
 			c := filepath.Join(dir, a)
 			if fi, err := os.Stat(c); err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0 {
-				return r.exec(c, script, depth+1, taint)
+				if err := r.exec(c, script, depth+1, taint); err != nil {
+					return err
+				}
+				r.scriptNeeds(script, c, taint)
+				return nil
 			}
 		}
 		return &MissingError{What: "env", Path: a, From: script,
 			Hint: "put its directory on the server's PATH with --setenv PATH=DIR:" + DefaultPath}
 	}
 	return nil
+}
+
+// scriptNeeds adds what a script needs from the interpreter that runs it:
+// its package (node), the user site (a pip --user script).
+func (r *resolver) scriptNeeds(script, interp string, taint bool) {
+	if r.check || taint {
+		return
+	}
+	name := filepath.Base(interp)
+	if real, err := filepath.EvalSymlinks(interp); err == nil {
+		name = filepath.Base(real)
+	}
+	switch {
+	case isNodeName(name) || isNodeName(filepath.Base(interp)):
+		r.nodePackage(script)
+	case strings.HasPrefix(name, "python") || strings.HasPrefix(filepath.Base(interp), "python"):
+		r.userSite(script)
+	}
 }
 
 // elf follows an ELF file's loader and its libraries outside the system's.
@@ -363,7 +477,7 @@ func (r *resolver) elf(p string, isExec, taint bool) error {
 			}
 			for _, l := range links {
 				if !r.refuseTainted(l, taint) {
-					r.addFile(l)
+					r.addFile(l, "loader")
 				}
 			}
 		}
@@ -417,7 +531,7 @@ func (r *resolver) elf(p string, isExec, taint bool) error {
 				}
 				for _, l := range links {
 					if !r.refuseTainted(l, libTaint) {
-						r.addFile(l)
+						r.addFile(l, "library")
 					}
 				}
 				if err := r.elf(final, false, libTaint); err != nil {
@@ -471,23 +585,46 @@ func (r *resolver) underRuntime(p string) bool {
 	return r.spec.underRuntime(p) || r.spec.underBinds(p)
 }
 
-// addFile binds one file (a symlink path gets its target's content). A
-// directory is never bound here (an ELF loader or library path can name
-// one): only addDir binds directories, after its checks.
-func (r *resolver) addFile(p string) {
+// addFile binds one file, or shows a symlink as itself. A directory is
+// never bound here (an ELF loader or library path can name one): only
+// addDir binds directories, after its checks.
+func (r *resolver) addFile(p, reason string) {
 	if r.check || r.underRuntime(p) || hasCredentialElem(p) {
 		return
 	}
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+	if _, ok := r.items[p]; ok {
 		return
 	}
-	r.files[p] = true
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		t, err := os.Readlink(p)
+		if err != nil {
+			return
+		}
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			return // a link to a directory is shown by what binds the directory
+		}
+		r.items[p] = item{symlink: t, reason: reason}
+		return
+	}
+	if fi.IsDir() {
+		return
+	}
+	r.items[p] = item{reason: reason}
 }
 
-// addPrefix binds the installation prefix of a file in bin/ or sbin/, and
-// a venv's base prefix.
-func (r *resolver) addPrefix(p string) {
-	if r.check {
+// prefixSubtrees are the entries of an installation prefix an interpreter
+// reads; extra ones apply when a marker says which kind it is.
+var prefixSubtrees = []string{"bin", "lib", "lib32", "lib64", "libexec", "include", "share"}
+
+// interpreterPrefix binds what an interpreter at p reads of its prefix
+// (p in PREFIX/bin): the venv's subtrees and its base installation's when
+// PREFIX/pyvenv.cfg says it is a venv, PREFIX's subtrees otherwise.
+func (r *resolver) interpreterPrefix(p string) {
+	if r.check || r.underRuntime(p) {
 		return
 	}
 	dir := filepath.Dir(p)
@@ -495,34 +632,301 @@ func (r *resolver) addPrefix(p string) {
 		return
 	}
 	prefix := filepath.Dir(dir)
-	if r.dirs[prefix] {
-		return
-	}
-	if !r.addDir(prefix) {
-		return
-	}
-	// A venv names its base interpreter's directory; the standard library
-	// lives under that prefix.
-	if home := pyvenvHome(filepath.Join(prefix, "pyvenv.cfg")); home != "" {
-		if filepath.Base(home) == "bin" {
-			home = filepath.Dir(home)
+	cfg := filepath.Join(prefix, "pyvenv.cfg")
+	if _, err := os.Stat(cfg); err == nil {
+		if !r.installPrefix(prefix, "venv lib") {
+			return
 		}
-		r.addDir(home)
+		r.addFile(cfg, "venv lib")
+		// The venv names its base interpreter's directory; the standard
+		// library lives under that prefix (a --copies venv has no link
+		// to it in its chain).
+		if home := pyvenvHome(cfg); home != "" {
+			if r.untrusted(cfg) {
+				r.out.Refused = append(r.out.Refused, home+" (named by "+cfg+", which the server can write; --ro-bind it)")
+				return
+			}
+			if filepath.Base(home) == "bin" {
+				home = filepath.Dir(home)
+			}
+			if !r.underRuntime(home) {
+				r.installPrefix(home, "interpreter lib")
+			}
+		}
+		return
+	}
+	r.installPrefix(prefix, "interpreter lib")
+}
+
+// installPrefix binds prefix's subtrees (prefixSubtrees and the markers'
+// own) for reason, once per prefix; it reports whether prefix may be
+// followed at all.
+func (r *resolver) installPrefix(prefix, reason string) bool {
+	if r.prefix[prefix] {
+		return true
+	}
+	r.prefix[prefix] = true
+	if why := r.prefixRefusal(prefix); why != "" {
+		r.out.Refused = append(r.out.Refused, prefix+" ("+why+"; only the files the command names are bound)")
+		return false
+	}
+	subs := append([]string(nil), prefixSubtrees...)
+	if isDir(filepath.Join(prefix, "conda-meta")) {
+		subs = append(subs, "conda-meta", "ssl")
+	}
+	if isFile(filepath.Join(prefix, "release")) && isFile(filepath.Join(prefix, "lib", "modules")) {
+		subs = append(subs, "conf", "release") // a JDK
+	}
+	for _, s := range subs {
+		p := filepath.Join(prefix, s)
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case fi.Mode()&fs.ModeSymlink != 0: // lib64 -> lib
+			t, err := os.Readlink(p)
+			if err != nil || r.underRuntime(p) || hasCredentialElem(p) {
+				continue
+			}
+			r.items[p] = item{symlink: t, reason: reason}
+			if real, err := filepath.EvalSymlinks(p); err == nil && strings.HasPrefix(real, prefix+"/") && isDir(real) {
+				r.addDir(real, reason)
+			}
+		case fi.IsDir():
+			r.addDir(p, reason)
+		default:
+			r.addFile(p, reason)
+		}
+	}
+	r.sitePackages(prefix)
+	return true
+}
+
+// prefixRefusal says why prefix is no installation to take subtrees of,
+// or "": the subtrees of ~ (~/lib, ~/share) or ~/.local (~/.local/share
+// holds keyrings and trash) are someone's files, not an installation.
+func (r *resolver) prefixRefusal(prefix string) string {
+	if !filepath.IsAbs(prefix) || strings.Count(prefix, "/") < 2 {
+		return "/ or a top-level directory"
+	}
+	if r.home != "" && r.home != "." && (prefix == r.home || strings.HasPrefix(r.home, prefix+"/")) {
+		return "the home directory or above it"
+	}
+	if hasCredentialElem(prefix) {
+		return "inside a credential directory"
+	}
+	if r.perUserData(prefix) {
+		return "per-user data, not an installation"
+	}
+	return ""
+}
+
+func (r *resolver) perUserData(dir string) bool {
+	if r.home == "" {
+		return false
+	}
+	switch rel, _ := filepath.Rel(r.home, dir); rel {
+	case ".local", ".local/share", ".local/state", ".cache", "snap", "Library":
+		return true
+	}
+	return false
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// maxPth bounds the .pth files read per site-packages directory, and
+// the directories taken from them in all.
+const (
+	maxPth     = 256
+	maxPthDirs = 64
+	maxPthSize = 64 << 10
+)
+
+// sitePackages reads the .pth files of prefix's site-packages
+// (lib*/python*/site-packages) and binds the directories they name.
+func (r *resolver) sitePackages(prefix string) {
+	for _, pat := range []string{"lib/python*/site-packages", "lib64/python*/site-packages", "lib/pypy*/site-packages", "lib/site-packages"} {
+		matches, _ := filepath.Glob(filepath.Join(prefix, pat))
+		for _, m := range matches {
+			r.pthDirs(m)
+		}
+	}
+}
+
+// pthDirs binds the directories that site's .pth files put on sys.path
+// (a line that is a path, relative to site; "import" lines run code and
+// name nothing), and the paths of setuptools' editable finders. Nothing is
+// taken from a .pth file the server can write.
+func (r *resolver) pthDirs(site string) {
+	if real, err := filepath.EvalSymlinks(site); err == nil {
+		site = real
+	}
+	if r.sites[site] {
+		return
+	}
+	r.sites[site] = true
+	ents, err := os.ReadDir(site)
+	if err != nil {
+		return
+	}
+	n := 0
+	for _, e := range ents {
+		name := e.Name()
+		var dirs []string
+		switch {
+		case strings.HasSuffix(name, ".pth"):
+			dirs = pthLines(filepath.Join(site, name), site)
+		case strings.HasPrefix(name, "__editable___") && strings.HasSuffix(name, "_finder.py"):
+			dirs = finderPaths(filepath.Join(site, name))
+		default:
+			continue
+		}
+		if n++; n > maxPth {
+			r.out.Refused = append(r.out.Refused, site+fmt.Sprintf(" (more than %d .pth files; the rest are not followed)", maxPth))
+			return
+		}
+		from := filepath.Join(site, name)
+		for _, d := range dirs {
+			if r.pthCount >= maxPthDirs {
+				return
+			}
+			if r.untrusted(from) {
+				r.out.Refused = append(r.out.Refused, d+" (named by "+from+", which the server can write; --ro-bind it)")
+				continue
+			}
+			if !isDir(d) || r.untrusted(d) {
+				continue // nothing to show, or in a root already
+			}
+			r.pthCount++
+			r.addDir(d, ".pth")
+		}
+	}
+}
+
+// pthLines returns the existing directories a .pth file names.
+func pthLines(p, site string) []string {
+	b, err := readSmall(p)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "import ") || strings.HasPrefix(l, "import\t") {
+			continue
+		}
+		if !filepath.IsAbs(l) {
+			l = filepath.Join(site, l)
+		}
+		out = append(out, filepath.Clean(l))
+	}
+	return out
+}
+
+// finderPaths returns the absolute paths quoted in the MAPPING line of a
+// setuptools editable finder ("MAPPING: dict[str, str] = {'pkg':
+// '/home/me/proj/src/pkg'}"): the package directories it imports from.
+func finderPaths(p string) []string {
+	b, err := readSmall(p)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, "MAPPING") {
+			continue
+		}
+		for _, q := range []string{"'", `"`} {
+			parts := strings.Split(l, q)
+			for i := 1; i < len(parts); i += 2 {
+				if filepath.IsAbs(parts[i]) {
+					out = append(out, filepath.Clean(parts[i]))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func readSmall(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxPthSize))
+}
+
+// userSite binds the user site of a python script in ~/.local/bin
+// (pip install --user): PYTHONUSERBASE points CPython at it, since the
+// server's HOME is not the user's.
+func (r *resolver) userSite(script string) {
+	if r.home == "" {
+		return
+	}
+	base := filepath.Join(r.home, ".local")
+	if filepath.Dir(script) != filepath.Join(base, "bin") {
+		return
+	}
+	sites, _ := filepath.Glob(filepath.Join(base, "lib", "python*", "site-packages"))
+	if len(sites) == 0 {
+		return
+	}
+	for _, s := range sites {
+		r.addDir(s, "user site")
+		r.pthDirs(s)
+	}
+	r.out.Env = append(r.out.Env, "PYTHONUSERBASE="+base)
+}
+
+// nodePackage binds the package a node script belongs to: the nearest
+// directory above it with a package.json, not above a node_modules
+// directory, nor the home directory or above. Node resolves the script's
+// imports from its real path, so the package's own node_modules and
+// files are what it needs; a script in no package is its file alone.
+func (r *resolver) nodePackage(script string) {
+	real, err := filepath.EvalSymlinks(script)
+	if err != nil {
+		return
+	}
+	for d := filepath.Dir(real); strings.Count(d, "/") >= 2; d = filepath.Dir(d) {
+		if r.home != "" && (d == r.home || strings.HasPrefix(r.home, d+"/")) {
+			return
+		}
+		if isFile(filepath.Join(d, "package.json")) {
+			if !r.underRuntime(d) && !r.untrusted(d) {
+				r.addDir(d, "package")
+			}
+			return
+		}
+		if filepath.Base(filepath.Dir(d)) == "node_modules" || filepath.Base(d) == "node_modules" {
+			return
+		}
 	}
 }
 
 // addDir binds dir read-only when it is safe to show whole (see the
 // section comment); it reports whether it did (or the runtime has it).
-func (r *resolver) addDir(dir string) bool {
+func (r *resolver) addDir(dir, reason string) bool {
 	dir = filepath.Clean(dir)
 	if r.underRuntime(dir) {
+		return true
+	}
+	if it, ok := r.items[dir]; ok && it.dir {
 		return true
 	}
 	if reason := r.unsafeDir(dir); reason != "" {
 		r.out.Refused = append(r.out.Refused, dir+" ("+reason+")")
 		return false
 	}
-	r.dirs[dir] = true
+	r.items[dir] = item{dir: true, reason: reason}
 	return true
 }
 
@@ -547,13 +951,10 @@ func (r *resolver) unsafePath(dir string) string {
 	if hasCredentialElem(dir) {
 		return "inside a credential directory"
 	}
-	if r.home != "" {
-		switch rel, _ := filepath.Rel(r.home, dir); rel {
-		case ".local", ".local/share", ".local/state", ".cache", "snap", "Library":
-			// Per-user data (pip --user, XDG data and state), not an
-			// installation: history, keyrings, trash and the like.
-			return "per-user data, not an installation"
-		}
+	if r.perUserData(dir) {
+		// Per-user data (pip --user, XDG data and state), not an
+		// installation: history, keyrings, trash and the like.
+		return "per-user data, not an installation"
 	}
 	if name, n := scanCredentials(dir); name != "" {
 		return "holds " + name
@@ -662,7 +1063,7 @@ func (r *resolver) launcherCaches(exe string) {
 		}
 		return ""
 	}
-	cache := func(dir, envName string, overlay bool, extraEnv ...string) {
+	cache := func(dir, reason, envName string, overlay bool, extraEnv ...string) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			return
 		}
@@ -679,7 +1080,7 @@ func (r *resolver) launcherCaches(exe string) {
 			return
 		}
 		if !r.underRuntime(dir) {
-			r.out.Binds = append(r.out.Binds, Bind{Source: dir, Dest: dir, ReadOnly: true, Overlay: overlay})
+			r.out.Binds = append(r.out.Binds, Bind{Source: dir, Dest: dir, ReadOnly: true, Overlay: overlay, Reason: reason})
 		}
 		if envName != "" {
 			r.out.Env = append(r.out.Env, envName+"="+dir)
@@ -695,28 +1096,22 @@ func (r *resolver) launcherCaches(exe string) {
 		// prefer-offline: take what the cache has without asking the
 		// registry first (npx revalidates every start otherwise, which
 		// is seconds online and a hang with --no-network).
-		cache(npmCache, "npm_config_cache", true, "npm_config_prefer_offline=true", "npm_config_update_notifier=false")
+		cache(npmCache, "npm cache", "npm_config_cache", true, "npm_config_prefer_offline=true", "npm_config_update_notifier=false")
 	case names["uvx"] || names["uv"]:
-		cache(first(get("UV_CACHE_DIR"), filepath.Join(cacheHome, "uv")), "UV_CACHE_DIR", true)
+		cache(first(get("UV_CACHE_DIR"), filepath.Join(cacheHome, "uv")), "uv cache", "UV_CACHE_DIR", true)
 		// uv takes locks in its Python and tool directories too.
-		cache(first(get("UV_PYTHON_INSTALL_DIR"), filepath.Join(dataHome, "uv", "python")), "UV_PYTHON_INSTALL_DIR", true)
-		cache(first(get("UV_TOOL_DIR"), filepath.Join(dataHome, "uv", "tools")), "UV_TOOL_DIR", true)
+		cache(first(get("UV_PYTHON_INSTALL_DIR"), filepath.Join(dataHome, "uv", "python")), "uv python", "UV_PYTHON_INSTALL_DIR", true)
+		cache(first(get("UV_TOOL_DIR"), filepath.Join(dataHome, "uv", "tools")), "uv tools", "UV_TOOL_DIR", true)
 	case names["pipx"]:
-		cache(first(get("PIPX_HOME"), filepath.Join(dataHome, "pipx")), "PIPX_HOME", true)
+		cache(first(get("PIPX_HOME"), filepath.Join(dataHome, "pipx")), "pipx home", "PIPX_HOME", true)
 	}
 }
 
-// finish turns the sets into sorted binds, none beneath a bound directory.
+// finish turns the items into sorted binds, none beneath a bound
+// directory or an overlay.
 func (r *resolver) finish() {
-	all := map[string]bool{} // path -> is a directory
-	for f := range r.files {
-		all[f] = false
-	}
-	for d := range r.dirs {
-		all[d] = true
-	}
 	var paths []string
-	for p := range all {
+	for p := range r.items {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
@@ -727,7 +1122,7 @@ func (r *resolver) finish() {
 			}
 		}
 		for _, q := range paths {
-			if all[q] && q != p && strings.HasPrefix(p, q+"/") {
+			if r.items[q].dir && q != p && strings.HasPrefix(p, q+"/") {
 				return true
 			}
 		}
@@ -738,7 +1133,8 @@ func (r *resolver) finish() {
 		if covered(p) {
 			continue
 		}
-		binds = append(binds, Bind{Source: p, Dest: p, ReadOnly: true})
+		it := r.items[p]
+		binds = append(binds, Bind{Source: p, Dest: p, ReadOnly: true, Symlink: it.symlink, Reason: it.reason})
 	}
 	r.out.Binds = append(binds, r.out.Binds...)
 	sort.Slice(r.out.Binds, func(i, j int) bool { return r.out.Binds[i].Dest < r.out.Binds[j].Dest })

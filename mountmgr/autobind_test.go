@@ -86,20 +86,20 @@ func TestResolveAutoBind(t *testing.T) {
 		wantErr error
 	}{
 		{"venv on pyenv", spec(), filepath.Join(venv, "bin", "server"), AutoBindOptions{},
-			[]string{pyPrefix, venv}, nil, nil},
+			[]string{filepath.Join(pyPrefix, "bin"), filepath.Join(pyPrefix, "lib"), filepath.Join(venv, "bin"), filepath.Join(venv, "pyvenv.cfg")}, nil, nil},
 		{"home bin binds the file", spec(), filepath.Join(home, "bin", "tool"), AutoBindOptions{},
 			[]string{filepath.Join(home, "bin", "tool")}, nil, nil},
 		{"bin beside .env binds the file", spec(), filepath.Join(home, "proj", "bin", "srv"), AutoBindOptions{},
 			[]string{filepath.Join(home, "proj", "bin", "srv")}, nil, nil},
 		{"env node through the server's PATH", spec("PATH=" + filepath.Join(nodePrefix, "bin") + ":/usr/bin:/bin"), filepath.Join(base, "scripts", "s.js"), AutoBindOptions{},
-			[]string{nodePrefix, filepath.Join(base, "scripts", "s.js")}, nil, nil},
+			[]string{filepath.Join(nodePrefix, "bin"), filepath.Join(base, "scripts", "s.js")}, nil, nil},
 		{"env -S NAME not on the PATH", spec(), filepath.Join(base, "scripts", "t.js"), AutoBindOptions{},
 			nil, nil, ErrCommandNotFound},
 		{"npx gets its cache as an overlay", spec(), "/usr/bin/npx", AutoBindOptions{Name: "npx"},
 			[]string{filepath.Join(home, ".npm") + " (overlay)"},
 			[]string{"npm_config_cache=" + filepath.Join(home, ".npm"), "npm_config_prefer_offline=true", "npm_config_update_notifier=false"}, nil},
 		{"a bound dir is not repeated", &Spec{Binds: []Bind{{Source: venv, Dest: venv, ReadOnly: true}}}, filepath.Join(venv, "bin", "server"), AutoBindOptions{},
-			[]string{pyPrefix}, nil, nil},
+			[]string{filepath.Join(pyPrefix, "bin"), filepath.Join(pyPrefix, "lib")}, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,25 +131,42 @@ func TestResolveAutoBind(t *testing.T) {
 func TestResolveAutoBindNeverHomeOrCredentials(t *testing.T) {
 	base, _ := filepath.EvalSymlinks(t.TempDir())
 	home := filepath.Join(base, "home")
-	// A "prefix" that is the home directory itself (~/bin/x), one that
-	// holds credentials deep down, and one inside ~/.ssh.
-	writeFile(t, filepath.Join(home, "bin", "x"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(home, "tools", "a", "b", ".aws"), "", 0o600)
-	writeFile(t, filepath.Join(home, "tools", "bin", "y"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(home, ".ssh", "bin", "z"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(home, ".local", "bin", "w"), "#!/bin/sh\n", 0o755)
-	for _, exe := range []string{filepath.Join(home, ".local", "bin", "w"), filepath.Join(home, "bin", "x"), filepath.Join(home, "tools", "bin", "y"), filepath.Join(home, ".ssh", "bin", "z")} {
-		got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: home, Lookup: func(string) (string, bool) { return "", false }})
+	// An interpreter whose "prefix" is the home directory itself
+	// (~/bin/python3), per-user data (~/.local), a directory inside
+	// ~/.ssh, and one whose lib/ holds credentials deep down: none of
+	// their subtrees is bound, and each refusal is said.
+	prefixes := map[string]string{
+		home:                          filepath.Join(home, "lib"),
+		filepath.Join(home, ".local"): filepath.Join(home, ".local", "lib"),
+		filepath.Join(home, ".ssh"):   filepath.Join(home, ".ssh", "lib"),
+		filepath.Join(home, "tools"):  filepath.Join(home, "tools", "lib"),
+		filepath.Join(home, "tools2"): "",
+	}
+	writeFile(t, filepath.Join(home, "tools", "lib", "a", ".aws", "credentials"), "", 0o600)
+	for p, lib := range prefixes {
+		writeFile(t, filepath.Join(p, "bin", "python3"), "#!/bin/sh\n", 0o755)
+		writeFile(t, filepath.Join(p, "lib", "python3.11", "os.py"), "", 0o644)
+		writeFile(t, filepath.Join(p, "share", "notes.txt"), "", 0o644)
+		script := filepath.Join(base, "s", strings.TrimPrefix(filepath.Base(p), "."))
+		writeFile(t, script, "#!"+filepath.Join(p, "bin", "python3")+"\n", 0o755)
+		got, err := ResolveAutoBind(&Spec{}, script, AutoBindOptions{Home: home, Lookup: func(string) (string, bool) { return "", false }})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if lib == "" { // control: an ordinary prefix gives its subtrees
+			if want := []string{filepath.Join(p, "bin"), filepath.Join(p, "lib"), filepath.Join(p, "share"), script}; !reflect.DeepEqual(bindPaths(got), want) {
+				t.Errorf("control %s: binds %q, want %q", p, bindPaths(got), want)
+			}
+			continue
+		}
 		for _, b := range got.Binds {
-			if b.Dest == home || b.Dest == filepath.Join(home, "tools") || b.Dest == filepath.Join(home, ".local") || strings.Contains(b.Dest, ".ssh") {
-				t.Errorf("%s: bound %s", exe, b.Dest)
+			wholePrefix := p != filepath.Join(home, "tools") // there only lib/ holds the credential
+			if b.Dest == lib || b.Dest == p || strings.Contains(b.Dest, ".ssh") || wholePrefix && b.Dest == filepath.Join(p, "share") {
+				t.Errorf("%s: bound %s", p, b.Dest)
 			}
 		}
 		if len(got.Refused) == 0 {
-			t.Errorf("%s: nothing refused, want the prefix left out", exe)
+			t.Errorf("%s: nothing refused, want the prefix or its lib left out", p)
 		}
 	}
 }
@@ -245,10 +262,13 @@ func TestResolveAutoBindWritableRoot(t *testing.T) {
 	}
 	found := false
 	for _, b := range got.Binds {
-		found = found || b.Dest == other
+		found = found || b.Dest == filepath.Join(other, "bin")
+		if b.Dest == other {
+			t.Errorf("control: bound %s whole", other)
+		}
 	}
 	if !found {
-		t.Errorf("control: binds %q, want %s", bindPaths(got), other)
+		t.Errorf("control: binds %q, want %s", bindPaths(got), filepath.Join(other, "bin"))
 	}
 }
 

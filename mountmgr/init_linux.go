@@ -246,6 +246,12 @@ func plan(spec *Spec) ([]mountOp, error) {
 			ops = append(ops, mountOp{kind: "overlay", source: b.Source, dest: b.Dest, data: strconv.Itoa(len(ops))})
 			continue
 		}
+		if b.Symlink != "" {
+			if !spec.HostLayout { // (in host layout the view shows the link itself)
+				ops = append(ops, mountOp{kind: "symlink", source: b.Symlink, dest: b.Dest})
+			}
+			continue
+		}
 		ops = append(ops, mountOp{kind: "bind", source: b.Source, dest: b.Dest, rw: !b.ReadOnly})
 	}
 	ops = append(ops, mountOp{kind: "remount-ro", dest: "/etc"})

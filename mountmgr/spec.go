@@ -38,6 +38,14 @@ type Bind struct {
 	// writable layer is private to the sandbox (in its /tmp): the server
 	// may write, nothing reaches the host. Launcher caches only.
 	Overlay bool `json:"overlay,omitempty"`
+	// Symlink, when set, shows Dest as a symlink with this target (as
+	// read from Source, a symlink on the host) instead of mounting
+	// anything: node and CPython resolve their files from a script's or
+	// an interpreter's real path. Auto-bind only.
+	Symlink string `json:"symlink,omitempty"`
+	// Reason says why auto-bind added it ("interpreter", "library",
+	// "venv lib", ".pth", "npm cache", ...); "" for a flag's bind.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ParseBind parses "SRC[:DST]" (SRC must be absolute; DST defaults to SRC).
@@ -215,8 +223,8 @@ func (s *Spec) bindPoints(direct map[string]vfs.Placeholder) []vfs.Placeholder {
 		if inner {
 			continue
 		}
-		p := vfs.Placeholder{Name: strings.TrimPrefix(dest, "/")}
-		if fi, err := os.Stat(b.Source); err == nil && !fi.IsDir() && !b.Overlay {
+		p := vfs.Placeholder{Name: strings.TrimPrefix(dest, "/"), Symlink: b.Symlink}
+		if fi, err := os.Stat(b.Source); err == nil && !fi.IsDir() && !b.Overlay && b.Symlink == "" {
 			p.File = true
 		}
 		out = append(out, p)
@@ -326,6 +334,9 @@ func (s *Spec) Validate() error {
 		switch topLevel(b.Dest) {
 		case "proc", "dev":
 			return fmt.Errorf("%w: bind destination %s: /proc and /dev are built by rootfs", ErrBadSpec, b.Dest)
+		}
+		if b.Symlink != "" {
+			continue // shown as a link; nothing is mounted from Source
 		}
 		if _, err := os.Stat(b.Source); err != nil {
 			return fmt.Errorf("%w: bind source: %v", ErrBadSpec, err)

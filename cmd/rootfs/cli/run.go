@@ -629,6 +629,9 @@ func checkBindSources(binds []mountmgr.Bind, writable []string) error {
 		_ = written.AddPath(d) // one that cannot be opened holds nothing to follow
 	}
 	for _, b := range binds {
+		if b.Symlink != "" {
+			continue // shown as a link: nothing is resolved or mounted
+		}
 		t := vfs.BuildTable([]vfs.Root{{URI: b.Source}}, vfs.TableOptions{Written: written, ReadOnly: true})
 		skipped := t.Skipped()
 		t.Close()
