@@ -76,8 +76,9 @@ Run "rootfs COMMAND --help" for a command's flags, examples and exit codes.
 type command struct {
 	run func(ctx context.Context, args []string, stderr io.Writer) error
 	// runOut, when set instead of run, is a command that prints what it was
-	// asked for (wrap's --dry-run diff) on stdout. run never gets stdout:
-	// for "rootfs run" it belongs to the MCP protocol.
+	// asked for (wrap's --dry-run diff, run's --dry-run sandbox) on stdout.
+	// "rootfs run" writes nothing else there: it belongs to the MCP
+	// protocol, which P1 speaks on the inherited descriptor.
 	runOut func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	usage  string
 	// flags registers the command's flags on f; nil means none.
@@ -93,7 +94,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"mount":  {run: mountCommand, usage: mountUsage, flags: func(f *pflag.FlagSet) { addMountFlags(f, new(RootsOptions), new(MountOptions)) }, operands: cobra.ShellCompDirectiveFilterDirs},
-		"run":    {run: runCommand, usage: runUsage, flags: func(f *pflag.FlagSet) { new(runFlags).addFlags(f) }, passThrough: true},
+		"run":    {runOut: runCommand, usage: runUsage, flags: func(f *pflag.FlagSet) { new(runFlags).addFlags(f) }, passThrough: true},
 		"doctor": {run: doctorCommand, usage: doctorUsage, operands: cobra.ShellCompDirectiveNoFileComp},
 		"wrap":   {runOut: wrapCommand, usage: wrapUsage, flags: func(f *pflag.FlagSet) { new(WrapOptions).AddFlags(f) }, operands: cobra.ShellCompDirectiveNoFileComp},
 		"unwrap": {runOut: unwrapCommand, usage: unwrapUsage, flags: func(f *pflag.FlagSet) { new(WrapOptions).AddFlags(f) }, operands: cobra.ShellCompDirectiveNoFileComp},

@@ -36,6 +36,7 @@ type RunOptions struct {
 	TmpSize string
 	Grace   time.Duration
 	Strict  bool
+	DryRun  bool
 }
 
 // AddFlags registers the flags on f.
@@ -52,6 +53,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	o.addLayoutFlag(f, "host")
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
 	f.BoolVar(&o.Strict, "strict", false, "serve every file operation through the daemon (open files of a removed root fail with EIO at once) instead of letting the kernel serve what is below each root through a bind mount")
+	f.BoolVar(&o.DryRun, "dry-run", false, "print the sandbox COMMAND would get (roots, runtime directories, auto-binds with their reasons, binds, environment; sizes in files) on stdout and start nothing")
 	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
 }
 
@@ -60,6 +62,8 @@ type runFlags struct {
 	run    RunOptions
 	bridge mcpbridge.Options
 	argv   []string
+	// autoBind is what spec found, for --dry-run's "left out".
+	autoBind *mountmgr.AutoBind
 }
 
 // addFlags registers the flags of "rootfs run" on f.
@@ -90,8 +94,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 // runCommand is "rootfs run". In the process the client started (P0) it
 // checks the command line and re-executes rootfs into a private mount
 // namespace (P1, see mountmgr); P1 runs this function again and does the work
-// in runDaemon. P0 exits with P1's status, which is the server's.
-func runCommand(ctx context.Context, args []string, stderr io.Writer) error {
+// in runDaemon. P0 exits with P1's status, which is the server's. stdout
+// is written only by --dry-run, where no protocol runs: otherwise it is
+// the client's, and P1 hands it to the bridge.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	rf, err := parseRunFlags(args, stderr)
 	if err != nil {
 		return err
@@ -110,6 +116,9 @@ func runCommand(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if err := rf.precheck(); err != nil { // 127/126 and bad --setenv before any namespace
 		return err
+	}
+	if rf.run.DryRun {
+		return rf.dryRun(stdout)
 	}
 	if os.Geteuid() != 0 {
 		// Without root, what the sandbox needs may be forbidden (user
@@ -208,6 +217,7 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 		}
 		spec.Binds = append(spec.Binds, ab.Binds...)
 		spec.AutoBind = true
+		rf.autoBind = ab
 		pre = append(pre, ab.Env...)
 		if len(ab.Binds) > 0 || len(ab.Refused) > 0 {
 			log.Info("auto-bind: added read-only what the command needs", zap.Strings("added", ab.Paths()), zap.Strings("left_out", ab.Refused))

@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/vfs"
+)
+
+// countLimit bounds the files dry-run counts under one path, so that a
+// root or runtime directory of millions of files still answers at once.
+const countLimit = 200000
+
+// dryRun prints, on stdout, the sandbox "rootfs run" would build for rf
+// (roots, runtime directories, auto-binds with their reasons, --bind and
+// --ro-bind, what auto-bind left out, environment, working directory,
+// network, data path), each path with its size in files, and starts
+// nothing. It runs in P0: no namespace, no mount.
+func (rf *runFlags) dryRun(stdout io.Writer) error {
+	static, err := rf.roots.StaticRoots()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	spec, inView, err := rf.spec(static, zap.NewNop())
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	row := func(cols ...string) { fmt.Fprintln(w, "  "+strings.Join(cols, "\t")) }
+	section := func(s string) {
+		w.Flush()
+		fmt.Fprintln(stdout, s)
+	}
+	fmt.Fprintf(stdout, "rootfs run --dry-run: the sandbox for %s (nothing is started)\n", strings.Join(rf.argv, " "))
+
+	access := "read-write"
+	if rf.roots.ReadOnly {
+		access = "read-only"
+	}
+	section("roots (" + access + "; the client's roots replace or join them while the server runs):")
+	if len(static) == 0 {
+		if dir, ok, _ := workdirRoot(); ok {
+			row(dir, files(dir), "the working directory, if the client declares no roots")
+		} else {
+			row("(none)", "", "the client's roots at run time; started in / or the home directory, which is never a root")
+		}
+	} else {
+		t := rf.previewTable(spec, static)
+		for _, e := range t.Entries() {
+			if e.Covered {
+				continue
+			}
+			at := e.InView()
+			if at != e.HostPath {
+				at += " (host " + e.HostPath + ")"
+			}
+			row(at, files(e.HostPath), "")
+		}
+		for _, s := range t.Skipped() {
+			row(s.Root.URI, "", "left out: "+s.Reason.Error())
+		}
+		t.Close()
+	}
+
+	section("runtime (read-only):")
+	for _, d := range mountmgr.DefaultRuntimeDirs {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&fs.ModeSymlink != 0:
+			t, _ := os.Readlink(d)
+			row(d+" -> "+t, "", "")
+		default:
+			row(d, files(d), "")
+		}
+	}
+	var etc []string
+	for _, e := range mountmgr.DefaultEtcFiles {
+		if _, err := os.Stat(filepath.Join("/etc", e)); err == nil {
+			etc = append(etc, e)
+		}
+	}
+	row("/etc", fmt.Sprintf("%d entries", len(etc)), strings.Join(etc, " "))
+	row("/dev", "", "null zero full random urandom, a private shm")
+	row("/proc", "", "the server's own PID namespace")
+	row("/tmp", "", "private tmpfs, "+spec.TmpSize+", read-write")
+
+	var auto, flags []mountmgr.Bind
+	for _, b := range spec.Binds {
+		if b.Reason != "" {
+			auto = append(auto, b)
+		} else {
+			flags = append(flags, b)
+		}
+	}
+	if inView == nil && !covers(spec.Binds, spec.Argv[0]) && !underRuntimeDir(spec.Argv[0]) {
+		auto = append(auto, mountmgr.Bind{Source: spec.Argv[0], Dest: spec.Argv[0], ReadOnly: true, Reason: "command"})
+	}
+	switch {
+	case rf.run.NoAutoBind:
+		section("auto-bind: off (--no-auto-bind); only the command's file:")
+	default:
+		section("auto-bind (read-only, what the command needs):")
+	}
+	for _, b := range auto {
+		what := b.Reason
+		switch {
+		case b.Overlay:
+			row(b.Dest, files(b.Source), what+", writes private to the sandbox")
+		case b.Symlink != "":
+			row(b.Dest+" -> "+b.Symlink, "", what+", a symlink")
+		default:
+			row(b.Dest, files(b.Source), what)
+		}
+	}
+	if inView != nil {
+		row(inView.path, "", "command, in a root")
+	}
+	if ab := rf.autoBind; ab != nil && len(ab.Refused) > 0 {
+		section("left out by auto-bind (give --ro-bind to show one):")
+		for _, r := range ab.Refused {
+			row(r)
+		}
+	}
+	if len(flags) > 0 {
+		section("binds (--bind, --ro-bind):")
+		for _, b := range flags {
+			mode := "read-write"
+			if b.ReadOnly {
+				mode = "read-only"
+			}
+			dest := b.Dest
+			if b.Source != b.Dest {
+				dest += " (host " + b.Source + ")"
+			}
+			row(dest, files(b.Source), mode)
+		}
+	}
+
+	section("environment (nothing else of rootfs's own):")
+	for _, kv := range spec.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		if rf.setByFlag(k) {
+			v = "(from --setenv)" // a flag's value may be a secret
+		}
+		row(k + "=" + v)
+	}
+	section("")
+	dir := "/"
+	if spec.HostLayout && len(static) > 0 {
+		t := rf.previewTable(spec, static)
+		dir, _ = serverDirEnv(t, nil)
+		t.Close()
+	}
+	fmt.Fprintf(stdout, "working directory: %s\n", dir)
+	net := "the host's network"
+	if rf.run.NoNetwork {
+		net = "none (--no-network: loopback only)"
+	}
+	fmt.Fprintf(stdout, "network: %s\n", net)
+	data := "the kernel serves the files below each root (bind mounts)"
+	if rf.run.Strict {
+		data = "every file operation through rootfs's daemon (--strict)"
+	}
+	fmt.Fprintf(stdout, "data path: %s\n", data)
+	return w.Flush()
+}
+
+// previewTable is the table the view will start with, named as runDaemon
+// names it: mount points inside a static root are reached through it.
+func (rf *runFlags) previewTable(spec *mountmgr.Spec, static []vfs.Root) *vfs.Table {
+	o := rf.tableOptions(spec)
+	if spec.HostLayout {
+		o.Reserved = nil
+		for _, p := range outsideRoots(mountmgr.Placeholders(spec), static) {
+			o.Reserved = append(o.Reserved, p.Name)
+		}
+	}
+	return vfs.BuildTable(static, o)
+}
+
+// setByFlag says whether --setenv gave K.
+func (rf *runFlags) setByFlag(k string) bool {
+	for _, kv := range rf.run.SetEnv {
+		if name, _, _ := strings.Cut(kv, "="); name == k {
+			return true
+		}
+	}
+	return false
+}
+
+func covers(binds []mountmgr.Bind, p string) bool {
+	for _, b := range binds {
+		if p == b.Dest || strings.HasPrefix(p, b.Dest+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func underRuntimeDir(p string) bool {
+	for _, d := range mountmgr.DefaultRuntimeDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// files counts the files (all but directories) at or under p without
+// following symlinks, up to countLimit.
+func files(p string) string {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return "missing"
+	}
+	if !fi.IsDir() {
+		return "1 file"
+	}
+	n := 0
+	_ = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		if n >= countLimit {
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if n >= countLimit {
+		return fmt.Sprintf("%d+ files", countLimit)
+	}
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
+}
