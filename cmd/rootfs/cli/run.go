@@ -268,6 +268,16 @@ type viewPath struct {
 func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (string, *viewPath, []string, error) {
 	name := rf.argv[0]
 	hostExe, hostErr := mountmgr.ResolveCommand(name, os.Getenv("PATH"))
+	if hostErr == nil {
+		// A version manager's shim cannot run in the sandbox (the manager
+		// and its version files are not there): run what it would run.
+		cwd, _ := os.Getwd()
+		real, _, err := mountmgr.ResolveShim(hostExe, os.Environ(), cwd)
+		if err != nil {
+			return "", nil, nil, commandError(err)
+		}
+		hostExe = real
+	}
 	if len(static) == 0 {
 		// The working directory stands in for the roots, unless it is /
 		// or the home directory, which are never served (fallbackRoots):
