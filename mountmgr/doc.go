@@ -129,13 +129,18 @@
 //
 // ResolveAutoBind (autobind.go) follows COMMAND on the host through its
 // symlinks, "#!" interpreters ("env NAME" through the server's PATH), ELF
-// loader and RPATH/RUNPATH libraries, installation prefixes and launcher
-// caches, and returns read-only binds at the same paths; it never binds /,
-// the home directory or above, or a directory holding credentials (only the
-// files then). Launcher caches are Bind.Overlay: the host directory is the
-// read-only lower layer of an overlay whose upper layer is in the sandbox's
-// /tmp, so a launcher may write (npx locks and records its installs) while
-// nothing reaches the cache that the user runs unsandboxed.
+// loader and RPATH/RUNPATH libraries, and returns read-only binds at the
+// same paths, each with its reason. It binds what is needed, never what is
+// near: of an installation prefix only the subtrees its interpreter reads
+// (autobind.go lists the rules), a node script's package, the directories
+// a .pth file names; a guard refuses /, the home directory or above, and a
+// directory holding credentials. Symlinks are shown as symlinks
+// (Bind.Symlink). Launcher caches are Bind.Overlay: the host directory is
+// the read-only lower layer of an overlay whose upper layer is in the
+// sandbox's /tmp, so a launcher may write (npx locks and records its
+// installs) while nothing reaches the cache that the user runs
+// unsandboxed. ResolveShim (shim.go) asks a version manager which
+// executable its shim runs.
 //
 // # Limits
 //
