@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -166,3 +168,118 @@ func benchRootfs(b *testing.B) string {
 
 // benchRegistry serves npxPkg on localhost for the benchmark's lifetime.
 func benchRegistry(b *testing.B) string { return npmRegistry(b).URL }
+
+// BenchmarkNodeStartup measures a plain node server (echoJS, a file in
+// the root) from start to the answer to its first tools/list, as a client
+// that declares roots starts it (startToTools), natively and under
+// "rootfs run --root DIR" (ROOTFS_RUN_ARGS adds flags), interleaved in one
+// loop so both see the same machine. It reports the medians and their
+// difference, the cost rootfs adds to a server's start:
+//
+//	go test ./e2e -run '^$' -bench NodeStartup -benchtime 30x
+func BenchmarkNodeStartup(b *testing.B) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		b.Skip("needs node")
+	}
+	rootfs := benchRootfs(b)
+	proj := filepath.Join(b.TempDir(), "proj")
+	server := filepath.Join(proj, "tools", "server.js")
+	mustTB(b, os.MkdirAll(filepath.Dir(server), 0o755))
+	mustTB(b, os.WriteFile(server, []byte(echoJS), 0o755))
+	env := launchEnv(b.TempDir())
+	native := []string{node, server}
+	wrapped := append(append(append([]string{rootfs, "run", "--root", proj}, strings.Fields(os.Getenv("ROOTFS_RUN_ARGS"))...), "--"), native...)
+	for _, argv := range [][]string{native, wrapped} { // page cache, binaries
+		if _, err := startToTools(argv, env, proj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var nat, wr []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, c := range []struct {
+			argv []string
+			out  *[]float64
+		}{{native, &nat}, {wrapped, &wr}} {
+			d, err := startToTools(c.argv, env, proj)
+			if err != nil {
+				b.Fatal(err)
+			}
+			*c.out = append(*c.out, float64(d.Microseconds())/1000)
+		}
+	}
+	mn, mw := medianOf(nat), medianOf(wr)
+	b.ReportMetric(mn, "ms-native")
+	b.ReportMetric(mw, "ms-rootfs")
+	b.ReportMetric(mw-mn, "ms-added")
+}
+
+// startToTools starts argv as a client that declares roots would: it
+// sends initialize (roots with listChanged), answers roots/list with root,
+// sends initialized and tools/list, and returns the time to the tools/list
+// answer.
+func startToTools(argv, env []string, root string) (time.Duration, error) {
+	start := time.Now()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = root
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	stderr := newTail(16 << 10)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"bench","version":"0"}}}`+"\n")
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var d time.Duration
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.Contains(line, `"method":"roots/list"`):
+			var m struct {
+				ID json.RawMessage `json:"id"`
+			}
+			_ = json.Unmarshal([]byte(line), &m)
+			_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":[{"uri":"file://`+root+`","name":"proj"}]}}`+"\n")
+		case strings.Contains(line, `"id":1`) && strings.Contains(line, `"result"`):
+			_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+		case strings.Contains(line, `"id":2`) && strings.Contains(line, `"tools"`):
+			d = time.Since(start)
+		}
+		if d != 0 {
+			break
+		}
+	}
+	stdin.Close()
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	if d == 0 {
+		return 0, &benchError{argv: argv, stderr: stderr.String()}
+	}
+	return d, nil
+}
+
+func medianOf(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
