@@ -137,6 +137,9 @@ func exitCode(name string, err error, stderr io.Writer) int {
 		return ee.Code
 	case errors.Is(err, errHelp):
 		return 0
+	case errors.Is(err, errMissingRoot):
+		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+		return 125
 	case errors.Is(err, ErrUsage):
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		if name == "run" {

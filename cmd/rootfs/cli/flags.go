@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -29,10 +32,22 @@ func (o *RootsOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.LogLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
 }
 
-// StaticRoots returns the roots given by --root and --roots-file, in that order.
+// StaticRoots returns the roots given by --root and --roots-file, in that
+// order. A relative --root is taken from the working directory. A root
+// that does not exist is an error, not a view without it: a person named
+// it, and a server started without its directory fails far from the
+// cause (fail closed, as a client's missing root is refused).
 func (o *RootsOptions) StaticRoots() ([]vfs.Root, error) {
 	var roots []vfs.Root
 	for _, r := range o.Roots {
+		if r != "" && !strings.Contains(r, ":") && !filepath.IsAbs(r) {
+			if abs, err := filepath.Abs(r); err == nil {
+				r = abs
+			}
+		}
+		if err := rootExists(r, "--root "); err != nil {
+			return nil, err
+		}
 		roots = append(roots, vfs.Root{URI: r})
 	}
 	if o.RootsFile != "" {
@@ -40,9 +55,48 @@ func (o *RootsOptions) StaticRoots() ([]vfs.Root, error) {
 		if err != nil {
 			return nil, err
 		}
+		for _, r := range fr {
+			if err := rootExists(r.URI, "--roots-file "+o.RootsFile+": "); err != nil {
+				return nil, err
+			}
+		}
 		roots = append(roots, fr...)
 	}
 	return roots, nil
+}
+
+// errMissingRoot is a static root that names nothing on the host (exit
+// status 125 in run and mount).
+var errMissingRoot = errors.New("root does not exist")
+
+// missingRootError says which root and why; its message leads with the
+// flag and ends with the fix.
+type missingRootError struct {
+	from, path string
+	err        error
+}
+
+func (e *missingRootError) Error() string {
+	return fmt.Sprintf("%s%s: %v; create it or correct the path", e.from, e.path, e.err)
+}
+
+func (e *missingRootError) Is(target error) bool { return target == errMissingRoot }
+
+// rootExists checks that a static root names something on the host. A
+// malformed one is left to the table, which says what is wrong with it.
+func rootExists(uri, from string) error {
+	p, err := vfs.ParseRoot(uri)
+	if err != nil {
+		return nil
+	}
+	if _, err := os.Stat(p); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return &missingRootError{from: from, path: p, err: err}
+	}
+	return nil
 }
 
 // ReadRootsFile reads a JSON file shaped like MCP's ListRootsResult

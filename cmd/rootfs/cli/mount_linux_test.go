@@ -192,13 +192,13 @@ func TestMountCommand(t *testing.T) {
 	os.WriteFile(filepath.Join(top, "a", "f"), []byte("A"), 0o644)
 	mnt := filepath.Join(top, "mnt")
 	rootsFile := filepath.Join(top, "roots.json")
-	writeRoots(t, rootsFile, fmt.Sprintf(`{"roots":[{"uri":"file://%s/a","name":"A"},{"uri":"file://%s/missing"}]}`, top, top))
+	writeRoots(t, rootsFile, fmt.Sprintf(`{"roots":[{"uri":"file://%s/a","name":"A"}]}`, top))
 
 	p := startMount(t, rootfsBinary(t), "--roots-file", rootsFile, "--root", filepath.Join(top, "b"), mnt)
 	if !p.waitFor("rootfs: mounted") {
 		t.Fatalf("not mounted:\n%s", p.output())
 	}
-	for _, want := range []string{"a -> " + filepath.Join(top, "a"), "b -> " + filepath.Join(top, "b"), "left out file://" + top + "/missing"} {
+	for _, want := range []string{"a -> " + filepath.Join(top, "a"), "b -> " + filepath.Join(top, "b")} {
 		if !p.waitFor(want) {
 			t.Errorf("report lacks %q:\n%s", want, p.output())
 		}
@@ -220,13 +220,23 @@ func TestMountCommand(t *testing.T) {
 		t.Errorf("after SIGHUP: listing %q, want [b c]", got)
 	}
 
+	// A root that disappeared keeps the old view (fail closed) and says so.
+	writeRoots(t, rootsFile, fmt.Sprintf(`{"roots":[{"uri":"file://%s/missing"}]}`, top))
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	if !p.waitFor("missing: no such file or directory") {
+		t.Fatalf("missing root not reported:\n%s", p.output())
+	}
+	if got := listing(t, mnt); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("after a missing root: listing %q, want [b c]", got)
+	}
+
 	// A bad file keeps the old view and says why.
 	writeRoots(t, rootsFile, `{"roots": [`)
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	if !p.waitFor("keeping the current view") {
+	if !p.waitFor("not valid roots JSON") {
 		t.Fatalf("bad file not reported:\n%s", p.output())
 	}
-	if !strings.Contains(p.output(), "not valid roots JSON") {
+	if !strings.Contains(p.output(), "keeping the current view") {
 		t.Errorf("the log does not say what was wrong:\n%s", p.output())
 	}
 	if got := listing(t, mnt); !slices.Equal(got, []string{"b", "c"}) {

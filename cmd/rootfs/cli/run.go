@@ -112,6 +112,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// Refuse what cannot work before paying for namespaces.
 	if _, err := rf.roots.StaticRoots(); err != nil {
+		if errors.Is(err, errMissingRoot) {
+			return err
+		}
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	if err := rf.precheck(); err != nil { // 127/126 and bad --setenv before any namespace

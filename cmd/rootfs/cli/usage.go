@@ -61,7 +61,8 @@ Example:
 
 Exit status:
   0 after a clean unmount, 1 on error (one line on stderr says why), 2 on a
-  usage error.
+  usage error, 125 when a --root or --roots-file entry does not exist (as
+  rootfs run).
 
 Flags:
 `
