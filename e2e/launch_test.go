@@ -670,7 +670,6 @@ func TestLaunchWorkingDirectoryIsTheFallbackRoot(t *testing.T) {
 	}})
 	r := tr.step(t, "plan")
 	expect(t, kindWorks, "a client without roots and no --root: the working directory is the root", r.Satisfied, "%s\nstderr:\n%s", r, tr.stderr)
-	expect(t, kindWorks, "the log says which root it chose", strings.Contains(tr.stderr, "the working directory is the root") && strings.Contains(tr.stderr, proj), "stderr:\n%s", tr.stderr)
 
 	// Started in the home directory itself: no root; once the client turns out to declare
 	// none, rootfs refuses in one line naming --root (and the server is stopped).

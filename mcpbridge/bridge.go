@@ -152,6 +152,10 @@ type Options struct {
 	// Static are the roots used when the client has no roots capability or answers roots/list
 	// with -32601 (from --root / --roots-file). Empty: the view stays empty and rootfs warns.
 	Static []vfs.Root
+	// Pinned are roots installed with every set, the client's or Static: the directories the
+	// server's own arguments name, which the server checks when it starts and keeps (see
+	// run's argument roots). They count as roots for NoRoots.
+	Pinned []vfs.Root
 	// NoRoots, when not nil, is how Run ends if the client turns out to declare no roots (no
 	// roots capability, or -32601 to roots/list) and Static is empty: the caller had nothing to
 	// fall back to and refuses rather than serve an empty view. Run returns it unwrapped, after

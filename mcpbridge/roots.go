@@ -367,12 +367,12 @@ func (b *Bridge) settle(changed bool) {
 
 // useStatic installs the static roots.
 func (b *Bridge) useStatic(reason string) bool {
-	if len(b.opts.Static) == 0 && b.opts.NoRoots != nil {
+	if len(b.opts.Static) == 0 && len(b.opts.Pinned) == 0 && b.opts.NoRoots != nil {
 		b.log.Error("no roots from anywhere; stopping", zap.String("reason", reason), zap.Error(b.opts.NoRoots))
 		b.end(true, b.opts.NoRoots)
 		return false
 	}
-	if len(b.opts.Static) == 0 {
+	if len(b.opts.Static) == 0 && len(b.opts.Pinned) == 0 {
 		if b.roots.warnEmptyOnce() {
 			b.log.Warn("no roots: the server sees no files (give --root or --roots-file, or use a client with roots)",
 				zap.String("reason", reason))
@@ -383,9 +383,10 @@ func (b *Bridge) useStatic(reason string) bool {
 	return b.install(b.opts.Static, "static")
 }
 
-// install installs roots into the view (View.Install builds the table under the view's rules).
+// install installs roots, with the pinned ones, into the view (View.Install builds the table
+// under the view's rules).
 func (b *Bridge) install(roots []vfs.Root, source string) bool {
-	t, err := b.opts.View.Install(roots)
+	t, err := b.opts.View.Install(vfs.UnionRoots(roots, b.opts.Pinned))
 	for _, s := range t.Skipped() {
 		b.log.Warn("root skipped", zap.String("source", source), zap.String("uri", s.Root.URI), zap.Error(s.Reason))
 	}

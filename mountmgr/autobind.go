@@ -66,7 +66,11 @@ import (
 //   - package: a script run by node is bound with its package, the nearest
 //     directory above it holding package.json, not above a node_modules
 //     directory (node resolves require() and import from the script's real
-//     path upwards): PREFIX/lib/node_modules/pkg, never PREFIX.
+//     path upwards): PREFIX/lib/node_modules/pkg, never PREFIX. A package
+//     inside a project's node_modules (not a global PREFIX/lib/node_modules)
+//     brings that node_modules, where npm hoists its dependencies.
+//   - script: the script an interpreter command is given ("node
+//     ~/tools/server.mjs"), followed as a "#!" script is.
 //   - npm cache, uv cache, uv python, uv tools, pipx home: a launcher's
 //     cache (npm/npx, uv/uvx, pipx), see launcherCaches.
 //
@@ -150,6 +154,12 @@ type AutoBindOptions struct {
 	// Writable are host directories the server may write (the read-write
 	// static roots): nothing named through a file in them is bound.
 	Writable []string
+	// Args are COMMAND's arguments and Dir the directory it starts from:
+	// when COMMAND is an interpreter (node, python, ...), the script its
+	// first operand names is followed as a "#!" script is (the file, its
+	// package), unless it lies in a writable root, which shows it.
+	Args []string
+	Dir  string
 }
 
 // AutoBind is what ResolveAutoBind found.
@@ -229,6 +239,7 @@ func ResolveAutoBind(spec *Spec, exe string, opts AutoBindOptions) (*AutoBind, e
 	if err := r.exec(exe, "COMMAND", 0, false); err != nil {
 		return nil, err
 	}
+	r.scriptArg(exe)
 	r.launcherCaches(exe)
 	r.finish()
 	return &r.out, nil
@@ -430,6 +441,46 @@ func (r *resolver) shebang(script string, head []byte, depth int, taint bool) er
 			Hint: "put its directory on the server's PATH with --setenv PATH=DIR:" + DefaultPath}
 	}
 	return nil
+}
+
+// scriptArg follows the script an interpreter command is given ("node
+// ~/tools/server.mjs", "python3 -u srv.py"): its file and what scriptNeeds
+// adds. "-m", "-c" and "-e" name no script; other options are skipped.
+func (r *resolver) scriptArg(exe string) {
+	name := filepath.Base(exe)
+	if real, err := filepath.EvalSymlinks(exe); err == nil && !isInterpreterName(name) {
+		name = filepath.Base(real)
+	}
+	if !isInterpreterName(name) || r.check {
+		return
+	}
+	for _, a := range r.opts.Args {
+		switch {
+		case a == "-m" || a == "-c" || a == "-e" || a == "--eval" || a == "-p" || a == "--print":
+			return
+		case a == "--":
+			continue
+		case strings.HasPrefix(a, "-"):
+			continue
+		}
+		p := a
+		if !filepath.IsAbs(p) {
+			if r.opts.Dir == "" {
+				return
+			}
+			p = filepath.Join(r.opts.Dir, p)
+		}
+		p = filepath.Clean(p)
+		if !isFile(p) || r.untrusted(p) || r.underRuntime(p) {
+			return
+		}
+		r.addFile(p, "script")
+		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+			r.addFile(real, "script")
+		}
+		r.scriptNeeds(p, exe, false)
+		return
+	}
 }
 
 // scriptNeeds adds what a script needs from the interpreter that runs it:
@@ -901,9 +952,26 @@ func (r *resolver) nodePackage(script string) {
 			return
 		}
 		if isFile(filepath.Join(d, "package.json")) {
-			if !r.underRuntime(d) && !r.untrusted(d) {
-				r.addDir(d, "package")
+			if r.underRuntime(d) || r.untrusted(d) {
+				return
 			}
+			// In a node_modules tree npm hoists the package's
+			// dependencies beside it: node finds them there, so the
+			// tree is what it reads (a package outside one has its
+			// own node_modules inside).
+			for nm := filepath.Dir(d); strings.Count(nm, "/") >= 2; nm = filepath.Dir(nm) {
+				if filepath.Base(nm) == "node_modules" {
+					// (PREFIX/lib/node_modules is a global prefix, where
+					// each package holds its own dependencies: the
+					// package alone, not every global package.)
+					if filepath.Base(filepath.Dir(nm)) != "lib" && r.unsafeDir(nm) == "" {
+						r.addDir(nm, "package")
+						return
+					}
+					break
+				}
+			}
+			r.addDir(d, "package")
 			return
 		}
 		if filepath.Base(filepath.Dir(d)) == "node_modules" || filepath.Base(d) == "node_modules" {

@@ -26,6 +26,28 @@ type Root struct {
 	Meta json.RawMessage
 }
 
+// UnionRoots returns a followed by the roots of b whose path is not that
+// of a root already in the list (a root that does not parse is kept: the
+// table says what is wrong with it).
+func UnionRoots(a, b []Root) []Root {
+	out := append([]Root(nil), a...)
+	seen := map[string]bool{}
+	for _, r := range a {
+		if p, err := ParseRoot(r.URI); err == nil {
+			seen[p] = true
+		}
+	}
+	for _, r := range b {
+		p, err := ParseRoot(r.URI)
+		if err == nil && seen[p] {
+			continue
+		}
+		seen[p] = true
+		out = append(out, r)
+	}
+	return out
+}
+
 // Sentinel errors wrapped by Skipped.Reason; callers branch with errors.Is.
 var (
 	// ErrBadRoot marks a root whose URI or path is not acceptable.

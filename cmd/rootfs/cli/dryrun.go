@@ -25,11 +25,12 @@ const countLimit = 200000
 // network, data path), each path with its size in files, and starts
 // nothing. It runs in P0: no namespace, no mount.
 func (rf *runFlags) dryRun(stdout io.Writer) error {
-	static, err := rf.roots.StaticRoots()
+	static, pinned, fallback, noRoots, err := rf.startRoots(zap.NewNop())
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
+		return err
 	}
-	spec, inView, err := rf.spec(static, zap.NewNop())
+	initial := vfs.UnionRoots(fallback, pinned)
+	spec, inView, err := rf.spec(initial, zap.NewNop())
 	if err != nil {
 		return err
 	}
@@ -46,14 +47,23 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 		access = "read-only"
 	}
 	section("roots (" + access + "; the client's roots replace or join them while the server runs):")
+	why := map[string]string{}
 	if len(static) == 0 {
-		if dir, ok, _ := workdirRoot(); ok {
-			row(dir, files(dir), "the working directory, if the client declares no roots")
-		} else {
-			row("(none)", "", "the client's roots at run time; started in / or the home directory, which is never a root")
+		for _, r := range fallback {
+			why[r.URI] = "the working directory, until the client's roots arrive"
 		}
+	}
+	for _, r := range pinned {
+		why[r.URI] = "named by COMMAND's arguments: kept whatever the client sends"
+	}
+	if len(initial) == 0 {
+		msg := "the client's roots at run time"
+		if noRoots != nil {
+			msg += "; if it declares none, rootfs stops: " + noRoots.Error()
+		}
+		row("(none yet)", "", msg)
 	} else {
-		t := rf.previewTable(spec, static)
+		t := rf.previewTable(spec, initial)
 		for _, e := range t.Entries() {
 			if e.Covered {
 				continue
@@ -62,7 +72,7 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 			if at != e.HostPath {
 				at += " (host " + e.HostPath + ")"
 			}
-			row(at, files(e.HostPath), "")
+			row(at, files(e.HostPath), why[e.Root.URI])
 		}
 		for _, s := range t.Skipped() {
 			row(s.Root.URI, "", "left out: "+s.Reason.Error())
@@ -155,8 +165,8 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 	}
 	section("")
 	dir := "/"
-	if spec.HostLayout && len(static) > 0 {
-		t := rf.previewTable(spec, static)
+	if spec.HostLayout && len(initial) > 0 {
+		t := rf.previewTable(spec, initial)
 		dir, _ = serverDirEnv(t, nil)
 		t.Close()
 	}

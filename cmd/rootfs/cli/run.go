@@ -31,6 +31,7 @@ type RunOptions struct {
 	UnsetEnv    []string
 	NoNetwork   bool
 	NoAutoBind  bool
+	NoArgRoots  bool
 	GitIdentity bool
 	ViewFlags
 	TmpSize string
@@ -48,6 +49,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.UnsetEnv, "unsetenv", nil, "remove `K` from the server's environment (repeatable)")
 	f.BoolVar(&o.NoNetwork, "no-network", false, "give the server a network namespace with only loopback")
 	f.BoolVar(&o.NoAutoBind, "no-auto-bind", false, "do not bind what COMMAND needs (its symlinks, #! interpreters, ELF loader and libraries, install prefix, launcher cache); only the executable file is shown")
+	f.BoolVar(&o.NoArgRoots, "no-arg-roots", false, "do not make the existing paths COMMAND's arguments name (server-filesystem ~/proj, --db=~/data/app.db) roots of the session; only --root and the client's roots")
 	f.BoolVar(&o.GitIdentity, "git-identity", false, "pass git's user.name and user.email (GIT_AUTHOR_*, GIT_COMMITTER_*) and safe.directory=* (GIT_CONFIG_*) to the server, without showing ~/.gitconfig")
 	o.ViewFlags.AddFlags(f)
 	o.addLayoutFlag(f, "host")
@@ -118,6 +120,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	if err := rf.precheck(); err != nil { // 127/126 and bad --setenv before any namespace
+		return err
+	}
+	if _, err := rf.argRoots(); err != nil {
 		return err
 	}
 	if rf.run.DryRun {
@@ -214,7 +219,8 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 	spec.CommandInView = inView != nil
 	var pre []string // environment entries that --setenv may override
 	if !rf.run.NoAutoBind {
-		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable})
+		cwd, _ := os.Getwd()
+		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd})
 		if err != nil {
 			return nil, nil, commandError(err)
 		}
@@ -239,6 +245,32 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 		}
 	}
 	return spec, inView, nil
+}
+
+// startRoots returns the session's roots at start: the --root and
+// --roots-file roots, the roots the server's arguments name (pinned: in
+// every set, see argroots.go), and what the bridge uses when the client
+// declares none (the static roots, or the working directory standing in
+// for them). noRoots is how the session ends when the client declares
+// none and there is nothing else to show.
+func (rf *runFlags) startRoots(log *zap.Logger) (static, pinned, fallback []vfs.Root, noRoots error, err error) {
+	if static, err = rf.roots.StaticRoots(); err != nil {
+		if errors.Is(err, errMissingRoot) {
+			return nil, nil, nil, nil, err
+		}
+		return nil, nil, nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if pinned, err = rf.argRoots(); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	fallback = static
+	if len(static) == 0 {
+		fallback, noRoots = fallbackRoots(log)
+		if len(pinned) > 0 {
+			noRoots = nil // the arguments' roots are something to show
+		}
+	}
+	return static, pinned, fallback, noRoots, nil
 }
 
 // allowDirs are the --allow directories, resolved: client roots arrive
@@ -381,10 +413,11 @@ func gitIdentity() ([]string, error) {
 	}, nil
 }
 
-// fallbackRoots is the root used when no static root is given and the
-// client declares none: the directory rootfs was started in (Codex and
-// opencode start servers in the project), but never / or the home
-// directory, which would hand the server everything.
+// fallbackRoots is the root used when no static root is given: the
+// directory rootfs was started in (clients start servers in the project),
+// in the view from the server's first instruction until the client's own
+// roots replace it, and kept when the client declares none; never / or
+// the home directory, which would hand the server everything.
 func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
 	cwd, ok, err := workdirRoot()
 	if err != nil {
@@ -400,7 +433,7 @@ func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
 		log.Info("no --root, and started in "+what+", which is never a root: a client that declares no roots is refused; pass --root DIR", zap.String("dir", cwd))
 		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and rootfs was started in %s (%s), which it will not serve whole; give --root DIR", ErrUsage, cwd, what)
 	}
-	log.Info("no --root: the working directory is the root if the client declares none", zap.String("dir", cwd))
+	log.Debug("no --root: the working directory is a root until the client sends its own", zap.String("dir", cwd))
 	return []vfs.Root{{URI: cwd}}, nil
 }
 
@@ -430,17 +463,14 @@ func workdirRoot() (dir string, ok bool, err error) {
 // The order matters: the view is populated with the static roots and
 // mounted before the server starts, so a server given /<entry> finds it.
 func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
-	static, err := rf.roots.StaticRoots()
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	spec, inView, err := rf.spec(static, log)
+	_, pinned, bridgeStatic, noRoots, err := rf.startRoots(log)
 	if err != nil {
 		return err
 	}
-	bridgeStatic, noRoots := static, error(nil)
-	if len(static) == 0 {
-		bridgeStatic, noRoots = fallbackRoots(log)
+	initial := vfs.UnionRoots(bridgeStatic, pinned)
+	spec, inView, err := rf.spec(initial, log)
+	if err != nil {
+		return err
 	}
 	// What the server can write, or could earlier, is never resolved
 	// through: the writable roots of every table, and read-write binds.
@@ -454,7 +484,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	vopts.Allow, vopts.Written = rf.run.Allow, written
 	var tmpKeep []string // host layout: /tmp/X that hold bind mount points, shown for good
 	if spec.HostLayout {
-		vopts.Placeholders = outsideRoots(vopts.Placeholders, static)
+		vopts.Placeholders = outsideRoots(vopts.Placeholders, initial)
 		tmpKeep = mountmgr.TmpPlaceholders(vopts.Placeholders)
 		vopts.Beneath = []string{"tmp"} // the sandbox shows roots below its own /tmp
 	}
@@ -474,7 +504,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		return err
 	}
 	defer cleanup()
-	first, err := view.Install(static)
+	first, err := view.Install(initial)
 	logSkipped(log, first)
 	if err != nil {
 		return err
@@ -540,7 +570,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Static, bopts.NoRoots, bopts.Logger = view, bridgeStatic, noRoots, log
+	bopts.View, bopts.Static, bopts.Pinned, bopts.NoRoots, bopts.Logger = view, bridgeStatic, pinned, noRoots, log
 	if binds != nil {
 		bopts.View = binds // each install, then the new entries' binds
 	}
@@ -713,8 +743,10 @@ func outsideRoots(ps []vfs.Placeholder, static []vfs.Root) []vfs.Placeholder {
 	return out
 }
 
-// serverDirEnv returns, in host layout, the server's working directory (the
-// first directory root, where it is in the view; "/" when there is none)
+// serverDirEnv returns, in host layout, the server's working directory
+// (rootfs's own when a root shows it at its own path, as a client that
+// starts a server in the project expects; else the first directory root,
+// where it is in the view; "/" when there is none)
 // and its environment with HOME set to the home directory when that is
 // itself a root at its own path (HOME stays /tmp otherwise: the rest of
 // the home directory is not there).
@@ -724,6 +756,14 @@ func serverDirEnv(t *vfs.Table, env []string) (string, []string) {
 		if e.IsDir {
 			dir = e.InView()
 			break
+		}
+	}
+	if cwd, err := os.Getwd(); err == nil {
+		for _, e := range t.Entries() {
+			if e.IsDir && e.Displaced == nil && (cwd == e.InView() || strings.HasPrefix(cwd, e.InView()+"/")) {
+				dir = cwd
+				break
+			}
 		}
 	}
 	home, err := os.UserHomeDir()
