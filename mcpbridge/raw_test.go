@@ -431,6 +431,29 @@ func TestServerRequestWithRootfsIDRefused(t *testing.T) {
 	}
 }
 
+// TestClientIDsCarryingPrefixRefused: a client request or cancel whose id carries rootfs's
+// session prefix anywhere, not only at the start, is refused or dropped as one that starts with
+// it, as replies are: forwarded, it would hand the server the prefix.
+func TestClientIDsCarryingPrefixRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	ids := []string{"0" + h.b.prefix + "1", "x-" + h.b.prefix, h.b.prefix + "7"}
+	for _, id := range ids {
+		h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","method":"tools/list"}`)
+		h.clientSend(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + id + `"}}`)
+	}
+	refusals := h.sync("s")
+	if len(h.srvSkipped) != 0 {
+		t.Fatalf("reached the server: %q", h.srvSkipped)
+	}
+	if len(refusals) != len(ids) {
+		t.Fatalf("the client got %q, want a refusal for each of %q", refusals, ids)
+	}
+	for i, id := range ids {
+		wantError(t, refusals[i], `"`+id+`"`, codeInvalidRequest)
+	}
+}
+
 func TestCancellation(t *testing.T) {
 	dirs := mkdirs(t, "a")
 	h := newHarness(t, nil)

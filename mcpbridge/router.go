@@ -172,8 +172,10 @@ func (b *Bridge) routeClient(el []byte) route {
 	}
 	switch e.kind {
 	case kindRequest:
-		if b.ours(e.id) {
-			return route{reply: errorReply(e.id, codeInvalidRequest, "invalid request: ids starting with "+b.prefix+" are rootfs's own", nil)}
+		if b.carriesPrefix(e.id) {
+			// Checked anywhere in the id, as for replies below: forwarded, the request would hand
+			// the server rootfs's prefix.
+			return route{reply: errorReply(e.id, codeInvalidRequest, "invalid request: ids containing "+b.prefix+" are rootfs's own", nil)}
 		}
 		if e.method == methodDiscover {
 			// Force the legacy era (initialize) until modern-era bridging exists.
@@ -215,7 +217,7 @@ func (b *Bridge) routeClient(el []byte) route {
 		case methodCancelled:
 			ids := cancelledIDs(e.params)
 			for _, id := range ids {
-				if b.ours(id) {
+				if b.carriesPrefix(id) {
 					return route{}
 				}
 			}
