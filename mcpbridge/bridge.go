@@ -45,8 +45,9 @@
 // rootfs's own requests to the client use string ids "rootfs-<64-bit random nonce>-<n>": a
 // server cannot produce them without seeing them, and the server never sees them (a client
 // message carrying one is never forwarded). Should a server learn the prefix anyway, its request
-// with an id carrying it is refused with -32600, never forwarded: the client's answer would carry
-// rootfs's id and be taken for the answer to rootfs's roots/list. Other server ids pass unchanged
+// with an id carrying it is refused with -32600 and its cancel of such an id dropped, neither
+// forwarded: the client's answer would carry rootfs's id and be taken for the answer to rootfs's
+// roots/list, and a cancel would stop the client answering it. Other server ids pass unchanged
 // in both directions. Ids are compared by value, as the peers parse them ("\u0061" is "a", -0 is
 // 0), never by spelling.
 //

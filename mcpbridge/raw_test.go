@@ -454,6 +454,37 @@ func TestClientIDsCarryingPrefixRefused(t *testing.T) {
 	}
 }
 
+// TestServerCancelOfRootfsIDDropped: a server that has learnt rootfs's session prefix cancels
+// rootfs's roots/list in flight. The cancel never reaches the client, so the client's answer
+// removes the root; forwarded, a client that honours it never answered, and the root the client
+// dropped stayed in the view.
+func TestServerCancelOfRootfsIDDropped(t *testing.T) {
+	dirs := mkdirs(t, "a", "b")
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	h.clientSend(rootsReply(id, dirs[0], dirs[1]))
+	h.sync("s1")
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	id2 := decode(t, h.clientRecv())["id"].(string)
+
+	h.serverSend(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + id2 + `"}}`)
+	reached := h.sync("s2")
+	if len(reached) == 0 { // a client that honours a cancel does not answer
+		h.clientSend(rootsReply(id2, dirs[0]))
+	}
+	h.sync("s3")
+	if len(reached) != 0 {
+		t.Errorf("reached the client: %q", reached)
+	}
+	if got := fmt.Sprint(entryNames(h.view.Table())); got != "[a]" {
+		t.Fatalf("entries %s, want [a]: the client's answer was cancelled", got)
+	}
+	if h.logs.FilterMessage("dropped a cancel from the server of an id that carries rootfs's prefix").Len() != 1 {
+		t.Error("the dropped cancel is not logged")
+	}
+}
+
 func TestCancellation(t *testing.T) {
 	dirs := mkdirs(t, "a")
 	h := newHarness(t, nil)

@@ -355,6 +355,12 @@ func (b *Bridge) routeServer(el []byte) []byte {
 	case kindNotification:
 		if e.method == methodCancelled {
 			for _, id := range cancelledIDs(e.params) {
+				if b.carriesPrefix(id) {
+					// The client would drop rootfs's roots/list in flight, and the view would
+					// keep the roots it is about to lose until RootsTimeout.
+					b.log.Warn("dropped a cancel from the server of an id that carries rootfs's prefix")
+					return nil
+				}
 				if b.roots.swallowCancel(id) {
 					return nil
 				}
