@@ -76,7 +76,9 @@
 //     Answered ids remembered for late cancels: 256 (answeredMemory).
 //   - Client messages held for the first roots: 256 (maxHeld) and MaxLine bytes in all: the hold
 //     costs at most one message at the limit.
-//   - Roots in one roots/list result: 1024 (maxRoots), each an entry with a descriptor open.
+//   - Roots in one roots/list result: 1024 (maxRoots), each an entry with a descriptor open. A
+//     result with more is refused whole: the view keeps what it had (none, before the first
+//     answer, without static roots), and one warning names the bound.
 //   - Messages rootfs made for a peer that does not read them: 4096 and 4 MiB per peer (ownLimit,
 //     ownBytesLimit); past that they are dropped and logged.
 //   - The server's requests to the client, and the client's answers to them, are forwarded

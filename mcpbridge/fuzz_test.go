@@ -26,6 +26,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func (s *syncBuffer) Close() error { return nil }
 
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // fuzzBridge is a Bridge whose handlers are driven directly, with both outputs captured.
 func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 	toClient, toServer := &syncBuffer{}, &syncBuffer{}
