@@ -44,8 +44,12 @@
 //
 // rootfs's own requests to the client use string ids "rootfs-<64-bit random nonce>-<n>": a
 // server cannot produce them without seeing them, and the server never sees them (a client
-// message carrying one is never forwarded). Server ids pass unchanged in both directions. Ids are
-// compared by value, as the peers parse them ("\u0061" is "a", -0 is 0), never by spelling.
+// message carrying one is never forwarded). Should a server learn the prefix anyway, its request
+// with an id carrying it is refused with -32600 and its cancel of such an id dropped, neither
+// forwarded: the client's answer would carry rootfs's id and be taken for the answer to rootfs's
+// roots/list, and a cancel would stop the client answering it. Other server ids pass unchanged
+// in both directions. Ids are compared by value, as the peers parse them ("\u0061" is "a", -0 is
+// 0), never by spelling.
 //
 // # Era
 //
@@ -72,7 +76,9 @@
 //     Answered ids remembered for late cancels: 256 (answeredMemory).
 //   - Client messages held for the first roots: 256 (maxHeld) and MaxLine bytes in all: the hold
 //     costs at most one message at the limit.
-//   - Roots in one roots/list result: 1024 (maxRoots), each an entry with a descriptor open.
+//   - Roots in one roots/list result: 1024 (maxRoots), each an entry with a descriptor open. A
+//     result with more is refused whole: the view keeps what it had (none, before the first
+//     answer, without static roots), and one warning names the bound.
 //   - Messages rootfs made for a peer that does not read them: 4096 and 4 MiB per peer (ownLimit,
 //     ownBytesLimit); past that they are dropped and logged.
 //   - The server's requests to the client, and the client's answers to them, are forwarded

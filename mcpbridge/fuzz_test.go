@@ -26,6 +26,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func (s *syncBuffer) Close() error { return nil }
 
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // fuzzBridge is a Bridge whose handlers are driven directly, with both outputs captured.
 func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 	toClient, toServer := &syncBuffer{}, &syncBuffer{}
@@ -47,9 +53,15 @@ func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 // FuzzRouter feeds lines to both sides of the router, through what the client and server loops
 // run for each line they read (fromClient, fromServer). Each input line's first byte picks the side
 // (even: from the client, odd: from the server); "PFX" is replaced by rootfs's id prefix so the
-// fuzzer can aim at rootfs's own ids. Properties: no panic; every line written to either peer is
-// a valid JSON-RPC message or batch of them (nothing that failed to parse is forwarded); nothing
-// written to the server carries a rootfs id.
+// fuzzer can aim at rootfs's own ids. Each input runs twice: on a bridge whose client has
+// initialized and declared roots, so rootfs has a roots/list outstanding and holds the client's
+// messages for the server, and on a fresh bridge, where the client's requests reach the server
+// at once, before any roots are installed (as a client's requests before its initialized do).
+//
+// Properties: no panic; every line written to either peer is a valid JSON-RPC message or batch
+// of them (nothing that failed to parse is forwarded); nothing written to the server carries
+// rootfs's prefix, except rootfs's refusal of a server request whose own id carried it; no
+// request or cancel written to the client carries it, except rootfs's own roots/list.
 func FuzzRouter(f *testing.F) {
 	for _, s := range []string{
 		"0" + `{"jsonrpc":"2.0","id":"PFX1","result":{"roots":[{"uri":"file:///x"}]}}`,
@@ -65,64 +77,122 @@ func FuzzRouter(f *testing.F) {
 		"1" + `[{"jsonrpc":"2.0","id":"PFX1","result":{}},{"jsonrpc":"2.0","id":2,"method":"roots/list"}]`,
 		"1Server started on stdio",
 		"0" + `[{"jsonrpc":"2.0","id":"a","method":"server/discover"},"x",[]]`,
+		"0" + `{"jsonrpc":"2.0","id":"0PFX1","method":"tools/list"}`,
+		"0" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"0PFX"}}`,
+		"1" + `{"jsonrpc":"2.0","id":"PFX1","method":"x/unknown"}` + "\n0" + `{"jsonrpc":"2.0","id":"PFX1","error":{"code":-32601,"message":"x"}}`,
+		"1" + `[{"jsonrpc":"2.0","id":"0PFX","method":"sampling/createMessage"},{"jsonrpc":"2.0","id":3,"method":"ping"}]`,
+		"1" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"PFX1"}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		b, toClient, toServer := fuzzBridge(t)
-		// Start initialized with a roots-declaring client, so rootfs has a request outstanding.
+		for _, initialized := range []bool{true, false} {
+			routeFuzzed(t, data, initialized)
+		}
+	})
+}
+
+// routeFuzzed runs one FuzzRouter input on a new bridge (initialized: see FuzzRouter) and checks
+// what it wrote to each peer.
+func routeFuzzed(t *testing.T, data []byte, initialized bool) {
+	b, toClient, toServer := fuzzBridge(t)
+	if initialized {
 		b.fromClient([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{"roots":{"listChanged":true}}}}`))
 		b.fromClient([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-		for _, line := range bytes.Split(data, []byte("\n")) {
-			if len(line) == 0 {
+	}
+	serverIDs := map[msgID]bool{} // ids of the requests the server sent
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		side, msg := line[0], bytes.ReplaceAll(line[1:], []byte("PFX"), []byte(b.prefix))
+		if side%2 == 0 {
+			b.fromClient(msg)
+			continue
+		}
+		for _, e := range fuzzMessages(msg) {
+			if e.kind == kindRequest {
+				serverIDs[e.id] = true
+			}
+		}
+		b.fromServer(msg)
+	}
+	b.toClient.closeAfterDrain(time.Minute)
+	b.toServer.closeAfterDrain(time.Minute)
+	b.stopTimers()
+	check := func(who string, out []byte, allowed func(*envelope) bool) {
+		for _, l := range bytes.Split(out, []byte("\n")) {
+			if len(l) == 0 {
 				continue
 			}
-			side, msg := line[0], bytes.ReplaceAll(line[1:], []byte("PFX"), []byte(b.prefix))
-			if side%2 == 0 {
-				b.fromClient(msg)
-			} else {
-				b.fromServer(msg)
+			if !json.Valid(l) {
+				t.Fatalf("initialized=%v: to %s: invalid JSON %q", initialized, who, l)
 			}
-		}
-		b.toClient.closeAfterDrain(time.Minute)
-		b.toServer.closeAfterDrain(time.Minute)
-		b.stopTimers()
-		check := func(who string, out []byte, noRootfsIDs bool) {
-			for _, l := range bytes.Split(out, []byte("\n")) {
-				if len(l) == 0 {
-					continue
+			els := [][]byte{trimmed(l)}
+			if els[0][0] == '[' {
+				els, _ = splitBatch(els[0], maxBatch)
+			}
+			for _, el := range els {
+				e, err := parseMessage(el)
+				if err != nil {
+					t.Fatalf("initialized=%v: to %s: forwarded a message that does not parse: %q: %v", initialized, who, el, err)
 				}
-				if !json.Valid(l) {
-					t.Fatalf("to %s: invalid JSON %q", who, l)
-				}
-				els := [][]byte{trimmed(l)}
-				if els[0][0] == '[' {
-					els, _ = splitBatch(els[0], maxBatch)
-				}
-				for _, el := range els {
-					e, err := parseMessage(el)
-					if err != nil {
-						t.Fatalf("to %s: forwarded a message that does not parse: %q: %v", who, el, err)
-					}
-					if !noRootfsIDs {
-						continue
-					}
-					if b.ours(e.id) || strings.Contains(e.id.str, b.prefix) {
-						t.Fatalf("to %s: rootfs id leaked: %q", who, el)
-					}
-					if e.method == methodCancelled {
-						for _, id := range cancelledIDs(e.params) {
-							if b.ours(id) {
-								t.Fatalf("to %s: cancel of a rootfs id leaked: %q", who, el)
-							}
-						}
-					}
+				if !allowed(e) {
+					t.Fatalf("initialized=%v: to %s: rootfs's prefix leaked: %q", initialized, who, el)
 				}
 			}
 		}
-		check("server", toServer.b.Bytes(), true)
-		check("client", toClient.b.Bytes(), false)
+	}
+	check("server", toServer.b.Bytes(), func(e *envelope) bool {
+		if e.id.carries(b.prefix) {
+			// Only rootfs's refusal of the server's own request with such an id.
+			return e.kind == kindResponse && e.errRaw != nil && serverIDs[e.id]
+		}
+		if e.method == methodCancelled {
+			for _, id := range cancelledIDs(e.params) {
+				if id.carries(b.prefix) {
+					return false
+				}
+			}
+		}
+		return true
 	})
+	check("client", toClient.b.Bytes(), func(e *envelope) bool {
+		// Replies to the client's own requests may carry it (rootfs's refusals); a request
+		// that carries it must be rootfs's own roots/list. rootfs cancels its own only when
+		// one times out, which no input waits for.
+		if e.method == methodCancelled {
+			for _, id := range cancelledIDs(e.params) {
+				if id.carries(b.prefix) {
+					return false
+				}
+			}
+		}
+		return e.kind != kindRequest || !e.id.carries(b.prefix) || (b.ours(e.id) && e.method == methodRootsList)
+	})
+}
+
+// fuzzMessages decodes the messages of one line as the router would route them (none if it
+// would not route any).
+func fuzzMessages(line []byte) []*envelope {
+	t := trimmed(line)
+	if len(t) == 0 || !json.Valid(t) {
+		return nil
+	}
+	els := [][]byte{t}
+	if t[0] == '[' {
+		var ok bool
+		if els, ok = splitBatch(t, maxBatch); !ok {
+			return nil
+		}
+	}
+	var out []*envelope
+	for _, el := range els {
+		if e, err := parseMessage(el); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // errParse wraps JSON syntax errors.

@@ -3,6 +3,7 @@ package mcpbridge
 import (
 	"sync/atomic"
 
+	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
 )
 
@@ -24,8 +25,9 @@ var (
 	// are bounded by MaxLine: at most one message at the limit is ever held).
 	maxHeld = 256
 	// maxRoots bounds the roots of one roots/list result from the client: each becomes an
-	// entry of the view, with a descriptor held open. A result with more is refused whole.
-	maxRoots = 1024
+	// entry of the view, with a descriptor held open. A result with more is refused whole,
+	// and the view keeps what it had. It is the bound of a roots file too.
+	maxRoots = vfs.MaxRoots
 	// maxBatch bounds the elements of one batch (2025-03-26), either way.
 	maxBatch = 1024
 	// ownBytesLimit bounds, per peer, the bytes of messages rootfs made itself that wait for

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // wantError fails unless line is an error reply with id and code (id "" for null).
@@ -193,6 +196,45 @@ func TestRootsCountBounded(t *testing.T) {
 	h.sync("s2")
 	if got := fmt.Sprint(entryNames(h.view.Table())); got != "[b]" {
 		t.Fatalf("entries %s, want [b]", got)
+	}
+}
+
+// TestTooManyRootsStderrLine: a first answer with more than 1024 roots is refused whole and
+// leaves the server with none; stderr, encoded as the CLI encodes it, says so in one line that
+// names the bound.
+func TestTooManyRootsStderrLine(t *testing.T) {
+	if maxRoots != 1024 {
+		t.Fatalf("maxRoots is %d; the README promises 1024", maxRoots)
+	}
+	var stderr syncBuffer
+	enc := zap.NewDevelopmentEncoderConfig() // as cmd/rootfs/cli's newLogger
+	enc.TimeKey, enc.EncodeCaller, enc.ConsoleSeparator = "", nil, " "
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(&stderr), zapcore.InfoLevel))
+	h := newHarness(t, func(o *Options) { o.Logger = log })
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	uris := make([]string, maxRoots+1)
+	for i := range uris {
+		uris[i] = fmt.Sprintf("/nonexistent/r%d", i)
+	}
+	h.clientSend(rootsReply(id, uris...))
+	h.sync("s1")
+	if n := len(h.view.Table().Entries()); n != 0 || h.view.swaps.Load() != 0 {
+		t.Fatalf("%d entries, %d swaps after a refused answer, want none", n, h.view.swaps.Load())
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if strings.Contains(l, "roots/list answer") || strings.Contains(l, "roots/list result") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("want one line about the answer on stderr, got %q\nstderr:\n%s", lines, stderr.String())
+	}
+	for _, want := range []string{"WARN", "refused the client's roots/list answer whole", "1024", `"max_roots": 1024`, `"roots_kept": 0`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("the line lacks %q: %s", want, lines[0])
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package mcpbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -378,6 +379,109 @@ func TestRootfsIDsNeverReachServer(t *testing.T) {
 	expect(t, h.clientRecv(), r1)
 	if h.logs.FilterMessage("dropped a reply from the server to no pending request").Len() != 1 {
 		t.Error("forged reply not logged")
+	}
+}
+
+// TestServerRequestWithRootfsIDRefused: a server that has learnt rootfs's session prefix sends a
+// request with the id of rootfs's roots/list in flight. It is refused with an error to the
+// server and never reaches the client; forwarded, the client's -32601 for the unknown method
+// came back with rootfs's id, was taken for the answer to rootfs's roots/list, and cleared the
+// roots.
+func TestServerRequestWithRootfsIDRefused(t *testing.T) {
+	dirs := mkdirs(t, "a")
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	h.clientSend(rootsReply(id, dirs[0]))
+	h.sync("s1")
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	id2 := decode(t, h.clientRecv())["id"].(string)
+
+	h.serverSend(`{"jsonrpc":"2.0","id":"` + id2 + `","method":"x/unknown"}`)
+	reached := h.sync("s2")
+	// The client answers what reached it as clients answer a method they do not know, then
+	// answers rootfs's roots/list with the same roots.
+	for _, l := range reached {
+		if m := decode(t, l); m["method"] != nil && m["id"] != nil {
+			idJSON, _ := json.Marshal(m["id"])
+			h.clientSend(`{"jsonrpc":"2.0","id":` + string(idJSON) + `,"error":{"code":-32601,"message":"Method not found"}}`)
+		}
+	}
+	h.clientSend(rootsReply(id2, dirs[0]))
+	h.sync("s3")
+	if len(reached) != 0 {
+		t.Errorf("reached the client: %q", reached)
+	}
+	if got := fmt.Sprint(entryNames(h.view.Table())); got != "[a]" {
+		t.Fatalf("entries %s after the forged request, want [a]", got)
+	}
+	// The refusal is the server's: an error for its own id, in the order rootfs sent it.
+	refusal := ""
+	for _, l := range h.srvSkipped {
+		if strings.Contains(l, `"error"`) {
+			refusal = l
+		}
+	}
+	if refusal == "" {
+		refusal = h.serverRecv()
+	}
+	wantError(t, refusal, `"`+id2+`"`, codeInvalidRequest)
+	if !strings.Contains(refusal, "session prefix") {
+		t.Errorf("the refusal does not say why: %s", refusal)
+	}
+}
+
+// TestClientIDsCarryingPrefixRefused: a client request or cancel whose id carries rootfs's
+// session prefix anywhere, not only at the start, is refused or dropped as one that starts with
+// it, as replies are: forwarded, it would hand the server the prefix.
+func TestClientIDsCarryingPrefixRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	ids := []string{"0" + h.b.prefix + "1", "x-" + h.b.prefix, h.b.prefix + "7"}
+	for _, id := range ids {
+		h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","method":"tools/list"}`)
+		h.clientSend(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + id + `"}}`)
+	}
+	refusals := h.sync("s")
+	if len(h.srvSkipped) != 0 {
+		t.Fatalf("reached the server: %q", h.srvSkipped)
+	}
+	if len(refusals) != len(ids) {
+		t.Fatalf("the client got %q, want a refusal for each of %q", refusals, ids)
+	}
+	for i, id := range ids {
+		wantError(t, refusals[i], `"`+id+`"`, codeInvalidRequest)
+	}
+}
+
+// TestServerCancelOfRootfsIDDropped: a server that has learnt rootfs's session prefix cancels
+// rootfs's roots/list in flight. The cancel never reaches the client, so the client's answer
+// removes the root; forwarded, a client that honours it never answered, and the root the client
+// dropped stayed in the view.
+func TestServerCancelOfRootfsIDDropped(t *testing.T) {
+	dirs := mkdirs(t, "a", "b")
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	h.clientSend(rootsReply(id, dirs[0], dirs[1]))
+	h.sync("s1")
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	id2 := decode(t, h.clientRecv())["id"].(string)
+
+	h.serverSend(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + id2 + `"}}`)
+	reached := h.sync("s2")
+	if len(reached) == 0 { // a client that honours a cancel does not answer
+		h.clientSend(rootsReply(id2, dirs[0]))
+	}
+	h.sync("s3")
+	if len(reached) != 0 {
+		t.Errorf("reached the client: %q", reached)
+	}
+	if got := fmt.Sprint(entryNames(h.view.Table())); got != "[a]" {
+		t.Fatalf("entries %s, want [a]: the client's answer was cancelled", got)
+	}
+	if h.logs.FilterMessage("dropped a cancel from the server of an id that carries rootfs's prefix").Len() != 1 {
+		t.Error("the dropped cancel is not logged")
 	}
 }
 

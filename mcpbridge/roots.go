@@ -337,7 +337,12 @@ func (b *Bridge) handleFetchReply(e *envelope) {
 			b.log.Warn("client roots/list failed; keeping the previous view",
 				zap.Int64("code", we.Code), zap.String("message", we.Message))
 		}
-	} else if roots, err := b.parseRoots(e.result); err != nil {
+	} else if roots, err := b.parseRoots(e.result); errors.Is(err, vfs.ErrTooManyRoots) {
+		// One line that says which bound refused the answer and what the server is left
+		// with: before the first answer that is the static roots, or none.
+		b.log.Warn("refused the client's roots/list answer whole: more roots than max_roots; the server keeps the roots it had",
+			zap.Error(err), zap.Int("max_roots", maxRoots), zap.Int("roots_kept", len(b.opts.View.Table().Entries())))
+	} else if err != nil {
 		b.log.Warn("client roots/list result refused; keeping the previous view", zap.Error(err))
 	} else if len(roots) == 0 && len(b.opts.Static) > 0 {
 		// Some clients declare roots and answer with none (Claude Desktop); the static roots

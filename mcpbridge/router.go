@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"go.uber.org/zap"
 )
@@ -173,8 +172,10 @@ func (b *Bridge) routeClient(el []byte) route {
 	}
 	switch e.kind {
 	case kindRequest:
-		if b.ours(e.id) {
-			return route{reply: errorReply(e.id, codeInvalidRequest, "invalid request: ids starting with "+b.prefix+" are rootfs's own", nil)}
+		if b.carriesPrefix(e.id) {
+			// Checked anywhere in the id, as for replies below: forwarded, the request would hand
+			// the server rootfs's prefix.
+			return route{reply: errorReply(e.id, codeInvalidRequest, "invalid request: ids containing "+b.prefix+" are rootfs's own", nil)}
 		}
 		if e.method == methodDiscover {
 			// Force the legacy era (initialize) until modern-era bridging exists.
@@ -216,7 +217,7 @@ func (b *Bridge) routeClient(el []byte) route {
 		case methodCancelled:
 			ids := cancelledIDs(e.params)
 			for _, id := range ids {
-				if b.ours(id) {
+				if b.carriesPrefix(id) {
 					return route{}
 				}
 			}
@@ -240,7 +241,7 @@ func (b *Bridge) routeClient(el []byte) route {
 			*fe = e
 			return route{after: func() { b.handleFetchReply(fe) }}
 		}
-		if strings.Contains(e.id.str, b.prefix) {
+		if b.carriesPrefix(e.id) {
 			// Not a reply to the server (its ids never carry rootfs's
 			// session prefix) and not to rootfs: forwarding it would hand
 			// the server rootfs's prefix.
@@ -264,6 +265,12 @@ func unsupportedVersionReply(id msgID, requested string) []byte {
 
 // ours reports whether id is one of rootfs's own (see the package doc).
 func (b *Bridge) ours(id msgID) bool { return id.hasPrefix(b.prefix) }
+
+// carriesPrefix reports whether id contains rootfs's session prefix anywhere. In an honest
+// session only rootfs's own ids do (the prefix holds a random nonce: the client sees it only in
+// rootfs's requests, the server never), so a peer's message with such an id that is not
+// rootfs's own business is refused or dropped, never forwarded.
+func (b *Bridge) carriesPrefix(id msgID) bool { return id.carries(b.prefix) }
 
 // editInitialize returns the initialize message with the roots capability rootfs gives the server
 // (see withRootsCapability) and notes what the client declared.
@@ -331,6 +338,16 @@ func (b *Bridge) routeServer(el []byte) []byte {
 	}
 	switch e.kind {
 	case kindRequest:
+		if b.carriesPrefix(e.id) {
+			// Forwarded, it would come back from the client as an answer with rootfs's own id,
+			// taken for the answer to rootfs's roots/list: a client that answers a request it
+			// does not know with -32601 (or with an empty list) would clear the roots. The id is
+			// the server's own, so the refusal tells it nothing it did not send.
+			b.log.Warn("refused a server request whose id carries rootfs's prefix", zap.String("method", e.method))
+			b.sendServer(errorReply(e.id, codeInvalidRequest,
+				"invalid request: the id carries rootfs's session prefix, which only rootfs's own requests to the client use (use another id)", nil))
+			return nil
+		}
 		if e.method == methodRootsList {
 			b.serverRootsList(&e)
 			return nil
@@ -338,6 +355,12 @@ func (b *Bridge) routeServer(el []byte) []byte {
 	case kindNotification:
 		if e.method == methodCancelled {
 			for _, id := range cancelledIDs(e.params) {
+				if b.carriesPrefix(id) {
+					// The client would drop rootfs's roots/list in flight, and the view would
+					// keep the roots it is about to lose until RootsTimeout.
+					b.log.Warn("dropped a cancel from the server of an id that carries rootfs's prefix")
+					return nil
+				}
 				if b.roots.swallowCancel(id) {
 					return nil
 				}

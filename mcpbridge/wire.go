@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // ---- ids ----
@@ -40,6 +41,11 @@ func (id msgID) isNull() bool { return id.kind == idNull }
 // hasPrefix reports whether id is a string that starts with prefix.
 func (id msgID) hasPrefix(prefix string) bool {
 	return id.kind == idString && len(id.str) >= len(prefix) && id.str[:len(prefix)] == prefix
+}
+
+// carries reports whether id is a string that contains prefix anywhere.
+func (id msgID) carries(prefix string) bool {
+	return id.kind == idString && strings.Contains(id.str, prefix)
 }
 
 // String is the id as JSON, for logs.

@@ -149,7 +149,7 @@ func mountOn(t *testing.T, src, target string) {
 }
 
 // TestHostLayoutListing: roots T/a/src/app and T/a/docs appear at their
-// paths; each synthetic ancestor is a read-only directory (0555, root's)
+// paths; each synthetic ancestor, "/" included, is a read-only directory (0555, root's)
 // listing only what leads to a root or a placeholder, so that the host's
 // other files beside them are absent; every change in one is EPERM and
 // reaches nothing on the host; placeholders (top-level, deep, and files)
@@ -179,6 +179,7 @@ func TestHostLayoutListing(t *testing.T) {
 	var p problems
 	first, _, _ := strings.Cut(rel(T), "/")
 	p.expectListing("top", s.Mnt, first, "usr", "bin", "etc", "opt")
+	p.expectSynthetic("top", s.Mnt) // "/" too: it refuses every change as the others do
 	p.expectRead("root app", at(s.Mnt, filepath.Join(app, "hello.txt")), "hello")
 	p.expectRead("root docs", at(s.Mnt, filepath.Join(docs, "readme")), "docs")
 

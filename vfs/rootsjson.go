@@ -12,6 +12,10 @@ import (
 // that is admitted holds a descriptor open.
 const MaxRoots = 1024
 
+// ErrTooManyRoots is DecodeRoots's error for a document with more roots than
+// its limit: the caller tells the user which bound refused the whole document.
+var ErrTooManyRoots = errors.New("too many roots")
+
 // DecodeRoots decodes a document shaped like MCP's ListRootsResult,
 // {"roots":[{"uri":...,"name":...,"_meta":{...}}]}, from a client's
 // roots/list answer or from a --roots-file. It is the one decoder of roots
@@ -19,7 +23,8 @@ const MaxRoots = 1024
 //
 //   - the document must be an object whose "roots" is an array (not missing,
 //     not null) of at most limit elements (no bound when limit <= 0);
-//     otherwise err says why and nothing is returned;
+//     otherwise err says why (wrapping ErrTooManyRoots past limit) and
+//     nothing is returned;
 //   - an element is dropped, with a one-line reason in dropped, when it is
 //     not an object, its "uri" is missing, not a string, or not valid UTF-8,
 //     its "name" is present and not a string, or its "_meta" is present and
@@ -42,7 +47,7 @@ func DecodeRoots(data []byte, limit int) (roots []Root, dropped []error, err err
 		return nil, nil, errors.New("no \"roots\" array (missing or null); expected {\"roots\":[{\"uri\":\"file:///path\"}]}")
 	}
 	if limit > 0 && len(*doc.Roots) > limit {
-		return nil, nil, fmt.Errorf("%d roots; rootfs serves at most %d", len(*doc.Roots), limit)
+		return nil, nil, fmt.Errorf("%w: %d, rootfs serves at most %d", ErrTooManyRoots, len(*doc.Roots), limit)
 	}
 	roots = make([]Root, 0, len(*doc.Roots))
 	for i, raw := range *doc.Roots {

@@ -106,7 +106,12 @@ func TestViewListing(t *testing.T) {
 	if got := names(t, filepath.Join(s.Mnt, "usr")); len(got) != 0 {
 		t.Errorf("placeholder usr lists %q", got)
 	}
-	// The top level is read-only (security battery D15).
+	// The top level is read-only (security battery D15), and its mode says so.
+	if fi, err := os.Stat(s.Mnt); err != nil {
+		t.Errorf("top: %v", err)
+	} else if fi.Mode() != os.ModeDir|0o555 {
+		t.Errorf("top is %v, want a directory 0555", fi.Mode())
+	}
 	wantErrno(t, "mkdir at top", os.Mkdir(filepath.Join(s.Mnt, "new"), 0o755), syscall.EPERM)
 	wantErrno(t, "rmdir root", os.Remove(filepath.Join(s.Mnt, "a-2")), syscall.EPERM)
 	wantErrno(t, "rename root", os.Rename(filepath.Join(s.Mnt, "a"), filepath.Join(s.Mnt, "z")), syscall.EPERM)

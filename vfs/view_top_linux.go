@@ -90,10 +90,9 @@ func setTimes(a *fuse.Attr, t int64) {
 }
 
 func (r *rootDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
-	if r.path != "" {
-		out.Mode = syscall.S_IFDIR | 0o555
-	}
+	// 0555 at every level, "/" included: every change is refused (EPERM)
+	// whatever the mode, and the mode says so to whoever looks.
+	out.Mode = syscall.S_IFDIR | 0o555
 	out.Nlink = uint32(2 + len(r.list()))
 	setTimes(&out.Attr, r.v.start.Unix())
 	out.SetTimeout(topTimeout) // Install sends NotifyContent on what changes
