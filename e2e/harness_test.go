@@ -881,8 +881,41 @@ func procsInfo(pids []int) string {
 				fmt.Fprintf(&b, "\n    %s", l)
 			}
 		}
+		if ns := threadNamespaces(pid); len(ns) > 1 {
+			fmt.Fprintf(&b, "\n    threads in more than one mount namespace:")
+			for _, l := range ns {
+				fmt.Fprintf(&b, "\n      %s", l)
+			}
+		}
 	}
 	return b.String()
+}
+
+// threadNamespaces groups pid's threads by mount namespace, one line per
+// namespace ("mnt:[N]: tids 12 (main) 14"), sorted. A daemon thread that
+// stays in the sandbox's namespace (setns) keeps it, and its mount of the
+// view, alive after the sandbox is gone.
+func threadNamespaces(pid int) []string {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	ents, _ := os.ReadDir(dir)
+	by := map[string][]string{}
+	for _, e := range ents {
+		ns, err := os.Readlink(filepath.Join(dir, e.Name(), "ns", "mnt"))
+		if err != nil {
+			continue
+		}
+		tid := e.Name()
+		if tid == strconv.Itoa(pid) {
+			tid += " (main)"
+		}
+		by[ns] = append(by[ns], tid)
+	}
+	var out []string
+	for ns, tids := range by {
+		out = append(out, ns+": tids "+strings.Join(tids, " "))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // waitGone waits up to d for no process to carry marker, and returns the
