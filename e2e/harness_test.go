@@ -286,16 +286,21 @@ type fixture struct {
 
 func newFixture(t *testing.T, rootNames ...string) *fixture {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
+	dir := t.TempDir()
+	// t.TempDir's parent is 0700; a sandboxed server may run as another uid.
+	must(t, os.Chmod(filepath.Dir(dir), 0o755))
+	return newFixtureIn(t, dir, rootNames...)
+}
+
+// newFixtureIn is newFixture in dir, an empty directory the test removes
+// (one outside /tmp, say, where the sandbox shows roots differently).
+func newFixtureIn(t *testing.T, dir string, rootNames ...string) *fixture {
+	t.Helper()
+	base, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// t.TempDir's parent is 0700; a sandboxed server may run as another uid.
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	must(t, os.Chmod(base, 0o755))
 	f := &fixture{base: base, token: "secret-" + randHex(8), roots: map[string]string{}}
 	f.outDir = filepath.Join(base, "outside")
 	f.secret = filepath.Join(f.outDir, "secret.txt")
