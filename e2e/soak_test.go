@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -12,6 +13,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
 // TestSoak runs ROOTFS_SOAK sessions of the naive server under rootfs run
@@ -21,9 +27,8 @@ import (
 // (in a quarter right before the end). After each it checks that rootfs
 // exited with the documented status, that no process of the session is
 // left (by marker, and every process that descended from rootfs), that
-// nothing holds the session's mount namespaces (the daemon's and the
-// sandbox's: no thread is in one and no descriptor names one), and that
-// the host's mount table gained nothing of the session's. It ends with one
+// the session's mount namespaces (the daemon's and the sandbox's) are
+// gone, and that the host's mount table gained nothing of the session's. It ends with one
 // line: "soak: N passed, M failed".
 func TestSoak(t *testing.T) {
 	v := os.Getenv("ROOTFS_SOAK")
@@ -171,6 +176,8 @@ var soakEnds = [soakEndCount]soakEnd{
 	}},
 }
 
+var soakNoNSCheck sync.Once
+
 // session is one rootfs run whose processes and namespaces were recorded
 // once it worked.
 type session struct {
@@ -179,6 +186,7 @@ type session struct {
 	before string      // the host's mountinfo before it started
 	procs  []procIdent // rootfs and every process below it
 	ns     []string    // "mnt:[N]" of the daemon (P1) and the sandbox (P2)
+	nsID   []uint64    // their ids (never reused); nil where the kernel gives none
 	view   string      // where P1 mounted the view, in its namespace
 	// hostPaths are the first roots' host directories.
 	hostPaths []string
@@ -223,12 +231,23 @@ func soakSession(t *testing.T, rootfs, naive string, roots []mcpRoot, path strin
 		return nil
 	}
 	for _, pid := range []int{p1, p2} {
-		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+		path := fmt.Sprintf("/proc/%d/ns/mnt", pid)
+		ns, err := os.Readlink(path)
 		if err != nil {
 			t.Errorf("mount namespace of %d: %v", pid, err)
 			return nil
 		}
 		s.ns = append(s.ns, ns)
+		id, err := mntNSID(path)
+		if err == nil {
+			if _, err = mntNSExists(id); err == nil {
+				s.nsID = append(s.nsID, id)
+				continue
+			}
+		}
+		soakNoNSCheck.Do(func() { t.Logf("the mount namespaces are not checked (needs Linux 6.11): %v", err) })
+		s.nsID = nil
+		break
 	}
 	if s.ns[0] == s.ns[1] {
 		t.Errorf("the daemon and the sandbox share a mount namespace (%s)", s.ns[0])
@@ -300,8 +319,14 @@ func (s *session) end(t *testing.T, e soakEnd, i int) time.Duration {
 	if len(left) > 0 {
 		t.Errorf("processes of the session left: %v%s", left, procsInfo(left))
 	}
-	if holders := nsHolders(s.ns); len(holders) > 0 {
-		t.Errorf("the session's mount namespaces %v are still held:\n  %s", s.ns, strings.Join(holders, "\n  "))
+	for k, id := range s.nsID {
+		exists, err := mntNSExists(id)
+		for deadline := time.Now().Add(2 * time.Second); exists && err == nil && time.Now().Before(deadline); exists, err = mntNSExists(id) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if exists || err != nil {
+			t.Errorf("the %s's mount namespace %s is still there (%v):\n  %s", []string{"daemon", "sandbox"}[k], s.ns[k], err, strings.Join(nsHolders(s.ns[k], id), "\n  "))
+		}
 	}
 	if left := s.newMounts(hostMountinfo(t), s.hostPaths...); len(left) > 0 {
 		t.Errorf("new mounts on the host: %q", left)
@@ -427,29 +452,115 @@ func procStart(pid int) (string, bool) {
 	return f[19], true
 }
 
-// nsHolders lists what still refers to one of the namespaces ns ("mnt:[N]"):
-// a thread in it, or a descriptor naming it.
-func nsHolders(ns []string) []string {
+// nsGetMntnsID is NS_GET_MNTNS_ID, _IOR(0xb7, 0x5, __u64) (Linux 6.8).
+const nsGetMntnsID = 0x8008b705
+
+// mntNSID returns the id of the mount namespace that path (a
+// /proc/.../ns/mnt) names: unlike its inode number, which the next new
+// namespace may take, it is never reused.
+func mntNSID(path string) (uint64, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var id uint64
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), nsGetMntnsID, uintptr(unsafe.Pointer(&id))); e != 0 {
+		return 0, os.NewSyscallError("ioctl NS_GET_MNTNS_ID", e)
+	}
+	return id, nil
+}
+
+// mntNSExists reports whether the mount namespace id still exists:
+// listmount(2) of its root (Linux 6.11) fails with ENOENT once it is gone.
+func mntNSExists(id uint64) (bool, error) {
+	req := struct {
+		size, spare        uint32
+		mntID, param, nsID uint64
+	}{size: 32, mntID: ^uint64(0), nsID: id} // LSMT_ROOT
+	var ids [1]uint64
+	_, _, e := unix.Syscall6(unix.SYS_LISTMOUNT, uintptr(unsafe.Pointer(&req)), uintptr(unsafe.Pointer(&ids[0])), 1, 0, 0, 0)
+	switch e {
+	case 0:
+		return true, nil
+	case unix.ENOENT:
+		return false, nil
+	}
+	return false, os.NewSyscallError("listmount", e)
+}
+
+// nsHolders lists what refers to the mount namespace ns (its "mnt:[N]"
+// and id): a thread in it, or a descriptor naming it.
+func nsHolders(ns string, id uint64) []string {
 	var out []string
+	ours := func(link, path string) bool {
+		if link != ns {
+			return false
+		}
+		got, err := mntNSID(path)
+		return err == nil && got == id
+	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
 		dir := filepath.Join("/proc", e.Name())
+		cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		what := strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")
 		tasks, _ := os.ReadDir(filepath.Join(dir, "task"))
 		for _, tk := range tasks {
-			if l, err := os.Readlink(filepath.Join(dir, "task", tk.Name(), "ns", "mnt")); err == nil && slices.Contains(ns, l) {
-				cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-				out = append(out, fmt.Sprintf("thread %s of %s (%s) is in %s", tk.Name(), e.Name(), strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " "), l))
+			p := filepath.Join(dir, "task", tk.Name(), "ns", "mnt")
+			if l, err := os.Readlink(p); err == nil && ours(l, p) {
+				out = append(out, fmt.Sprintf("thread %s of %s (%s) is in it", tk.Name(), e.Name(), what))
 			}
 		}
 		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
 		for _, fd := range fds {
-			if l, err := os.Readlink(filepath.Join(dir, "fd", fd.Name())); err == nil && slices.Contains(ns, l) {
-				out = append(out, fmt.Sprintf("fd %s of %s names %s", fd.Name(), e.Name(), l))
+			p := filepath.Join(dir, "fd", fd.Name())
+			if l, err := os.Readlink(p); err == nil && ours(l, p) {
+				out = append(out, fmt.Sprintf("fd %s of %s (%s) names it", fd.Name(), e.Name(), what))
 			}
 		}
 	}
+	if len(out) == 0 {
+		out = append(out, "no thread or descriptor: a mount of its namespace file, or it is being freed")
+	}
 	return out
+}
+
+// TestSoakNamespaceCheck shows that the soak's namespace check can fail: a
+// mount namespace whose last process is gone but that a descriptor still
+// names exists, and the descriptor is found; closed, the namespace is gone.
+func TestSoakNamespaceCheck(t *testing.T) {
+	testutil.RequireRoot(t)
+	child := exec.Command("sleep", "60")
+	child.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	must(t, child.Start())
+	path := fmt.Sprintf("/proc/%d/ns/mnt", child.Process.Pid)
+	ns, _ := os.Readlink(path)
+	id, err := mntNSID(path)
+	if err == nil {
+		_, err = mntNSExists(id)
+	}
+	if err != nil {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		t.Skipf("the kernel cannot tell a mount namespace's id or whether it exists (needs Linux 6.11): %v", err)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	exists, err := mntNSExists(id)
+	holders := nsHolders(ns, id)
+	expect(t, kindControl, "a namespace held by a descriptor is still there, and the descriptor is found",
+		err == nil && exists && strings.Contains(strings.Join(holders, "\n"), fmt.Sprintf("fd %d of %d", fd, os.Getpid())),
+		"exists=%v err=%v holders=%q", exists, err, holders)
+	unix.Close(fd)
+	exists, err = mntNSExists(id)
+	for deadline := time.Now().Add(2 * time.Second); exists && err == nil && time.Now().Before(deadline); exists, err = mntNSExists(id) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	expect(t, kindControl, "a namespace nothing holds is gone", err == nil && !exists, "exists=%v err=%v", exists, err)
 }
