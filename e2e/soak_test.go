@@ -193,6 +193,36 @@ type session struct {
 	status    int // rootfs's exit status
 }
 
+// daemonNamespace returns the mount namespace most of pid's threads are in.
+func daemonNamespace(pid int) string {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, _ := os.ReadDir(dir)
+	count := map[string]int{}
+	best := ""
+	for _, e := range ents {
+		if ns, err := os.Readlink(filepath.Join(dir, e.Name(), "ns", "mnt")); err == nil {
+			count[ns]++
+			if count[ns] > count[best] {
+				best = ns
+			}
+		}
+	}
+	return best
+}
+
+// daemonThreadIn returns a thread of pid in mount namespace ns (pid if none).
+func daemonThreadIn(pid int, ns string) int {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name(), "ns", "mnt")); err == nil && l == ns {
+			tid, _ := strconv.Atoi(e.Name())
+			return tid
+		}
+	}
+	return pid
+}
+
 // procIdent is a process by pid and start time (pids are reused).
 type procIdent struct {
 	pid   int
@@ -230,8 +260,21 @@ func soakSession(t *testing.T, rootfs, naive string, roots []mcpRoot, path strin
 		t.Errorf("the session's processes are not rootfs, its daemon, the sandbox init and the server: %+v", s.procs)
 		return nil
 	}
+	// The daemon's namespace is the one most of its threads are in: one
+	// of them may be in the sandbox's for a moment (a mount below /tmp).
+	// The main thread must never be: the runtime never ends it, and there
+	// it would keep the sandbox's namespace, with its mount of the view,
+	// alive, and the daemon would wait in its unmount forever.
+	p1ns := daemonNamespace(p1)
+	if mainNS, _ := os.Readlink(fmt.Sprintf("/proc/%d/task/%d/ns/mnt", p1, p1)); mainNS != p1ns {
+		t.Errorf("the daemon's main thread is in mount namespace %s, not the daemon's %s:\n  %s",
+			mainNS, p1ns, strings.Join(threadNamespaces(p1), "\n  "))
+	}
 	for _, pid := range []int{p1, p2} {
 		path := fmt.Sprintf("/proc/%d/ns/mnt", pid)
+		if pid == p1 {
+			path = fmt.Sprintf("/proc/%d/task/%d/ns/mnt", p1, daemonThreadIn(p1, p1ns))
+		}
 		ns, err := os.Readlink(path)
 		if err != nil {
 			t.Errorf("mount namespace of %d: %v", pid, err)
