@@ -24,6 +24,14 @@
 // rootfs binary, ROOTFS_E2E_CONTROL_BIN names the matching control build
 // (-tags rootfs_control_nested) for the nested-root controls.
 //
+// # Soak
+//
+// TestSoak (soak_linux_test.go) runs only with ROOTFS_SOAK=N, from
+// scripts/soak: N sessions, each ended one of five ways (the client
+// closes stdin or dies, the server crashes or exits 0, SIGTERM to
+// rootfs), each checked for its exit status, leftover processes, mount
+// namespaces and host mounts; it ends with "soak: N passed, M failed".
+//
 // # Host layout
 //
 // hostlayout_test.go holds issue 14's cases: roots under /tmp at their own

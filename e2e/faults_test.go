@@ -115,6 +115,33 @@ func TestFaultClientGone(t *testing.T) {
 	noLeftovers(t, mark, before, time.Second)
 }
 
+// TestFaultClientKilled: the client dies (SIGKILL), so the kernel closes
+// both of its pipe ends, and rootfs still has something to write to it: a
+// roots/list for the list_changed the client sent last. rootfs gets EPIPE,
+// not SIGPIPE: it stops the server as when the client closes its stdin
+// (the server gets end of input, no SIGKILL), exits with the server's
+// status, and leaves nothing. Before the fix the daemon died of SIGPIPE
+// (exit 141) and the server was killed with it.
+func TestFaultClientKilled(t *testing.T) {
+	naive := buildNaive(t)
+	rootfs := buildRootfs(t)
+	f := newFixture(t, "proj-alpha", "proj-beta")
+	before := hostMountinfo(t)
+	mark := marker()
+	p := startRaw(t, wrap(rootfs, nil, naive, mark), f.rootsFor("proj-alpha"), true)
+	p.initialize(true)
+	p.waitPath(f.v("proj-alpha"))
+	// The order makes rootfs's next write fail: the client's read end
+	// first, then what rootfs answers with a write, then end of input.
+	p.stdout.Close()
+	p.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+	p.stdin.Close()
+	status, exited := p.waitExit(10 * time.Second)
+	expect(t, kindWorks, "a dead client: rootfs exits with the server's status", exited && status == 0,
+		"exited=%v status=%d (141 is SIGPIPE)\nstderr:\n%s", exited, status, p.stderr)
+	noLeftovers(t, mark, before, 2*time.Second)
+}
+
 // TestFaultRootsNeverAnswered: the client declares roots but never answers
 // roots/list. rootfs fails closed (no root appears), keeps the session
 // going, and says so on stderr.

@@ -286,16 +286,21 @@ type fixture struct {
 
 func newFixture(t *testing.T, rootNames ...string) *fixture {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
+	dir := t.TempDir()
+	// t.TempDir's parent is 0700; a sandboxed server may run as another uid.
+	must(t, os.Chmod(filepath.Dir(dir), 0o755))
+	return newFixtureIn(t, dir, rootNames...)
+}
+
+// newFixtureIn is newFixture in dir, an empty directory the test removes
+// (one outside /tmp, say, where the sandbox shows roots differently).
+func newFixtureIn(t *testing.T, dir string, rootNames ...string) *fixture {
+	t.Helper()
+	base, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// t.TempDir's parent is 0700; a sandboxed server may run as another uid.
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	must(t, os.Chmod(base, 0o755))
 	f := &fixture{base: base, token: "secret-" + randHex(8), roots: map[string]string{}}
 	f.outDir = filepath.Join(base, "outside")
 	f.secret = filepath.Join(f.outDir, "secret.txt")
@@ -881,8 +886,41 @@ func procsInfo(pids []int) string {
 				fmt.Fprintf(&b, "\n    %s", l)
 			}
 		}
+		if ns := threadNamespaces(pid); len(ns) > 1 {
+			fmt.Fprintf(&b, "\n    threads in more than one mount namespace:")
+			for _, l := range ns {
+				fmt.Fprintf(&b, "\n      %s", l)
+			}
+		}
 	}
 	return b.String()
+}
+
+// threadNamespaces groups pid's threads by mount namespace, one line per
+// namespace ("mnt:[N]: tids 12 (main) 14"), sorted. A daemon thread that
+// stays in the sandbox's namespace (setns) keeps it, and its mount of the
+// view, alive after the sandbox is gone.
+func threadNamespaces(pid int) []string {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	ents, _ := os.ReadDir(dir)
+	by := map[string][]string{}
+	for _, e := range ents {
+		ns, err := os.Readlink(filepath.Join(dir, e.Name(), "ns", "mnt"))
+		if err != nil {
+			continue
+		}
+		tid := e.Name()
+		if tid == strconv.Itoa(pid) {
+			tid += " (main)"
+		}
+		by[ns] = append(by[ns], tid)
+	}
+	var out []string
+	for ns, tids := range by {
+		out = append(out, ns+": tids "+strings.Join(tids, " "))
+	}
+	sort.Strings(out)
+	return out
 }
 
 // waitGone waits up to d for no process to carry marker, and returns the

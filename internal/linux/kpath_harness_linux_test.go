@@ -73,6 +73,8 @@ func KpathMain(m *testing.M) int {
 		return probeMain()
 	case "p0":
 		return p0Main()
+	case "mainthread":
+		return mainThreadMain() // mountapi_linux_test.go
 	}
 	return m.Run()
 }

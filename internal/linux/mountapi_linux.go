@@ -185,7 +185,9 @@ func noAPI(err error) error {
 // the process's other threads keep their namespace, root and working
 // directory; after setns the thread's root and working directory are the
 // namespace's root. The thread is never returned to the Go scheduler: it
-// exits when fn returns. A child started with Pdeathsig from an unlocked
+// exits when fn returns, so that nothing keeps the namespace alive
+// afterwards. It is never the main thread, which the runtime does not end
+// (see onOtherThread). A child started with Pdeathsig from an unlocked
 // goroutine may have been forked by that very thread and would get its
 // signal then: fork such children from a goroutine that stays locked. fn
 // must not start goroutines that expect to run
@@ -193,16 +195,43 @@ func noAPI(err error) error {
 // the target namespace, and CAP_SYS_CHROOT and CAP_SYS_ADMIN in the
 // caller's.
 func InMountNamespace(nsFD int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// No UnlockOSThread: the runtime ends the thread with the goroutine.
-		runtime.LockOSThread()
+	return onOtherThread(func() error {
 		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			errc <- os.NewSyscallError("unshare(CLONE_FS)", err)
-			return
+			return os.NewSyscallError("unshare(CLONE_FS)", err)
 		}
 		if err := unix.Setns(nsFD, unix.CLONE_NEWNS); err != nil {
-			errc <- os.NewSyscallError("setns(CLONE_NEWNS)", err)
+			return os.NewSyscallError("setns(CLONE_NEWNS)", err)
+		}
+		return fn()
+	})
+}
+
+// spareMainThread is false only in the negative control of the test that
+// shows the main thread kept out of the namespace (mountapi_linux_test.go).
+var spareMainThread = true
+
+// onOtherThread runs fn on a goroutine locked to an OS thread other than
+// the main thread, and ends that thread when fn returns (no
+// UnlockOSThread: the runtime ends a thread whose locked goroutine exits).
+//
+// The main thread is the exception: the runtime never ends it (a process
+// whose main thread exited is a zombie no one can wait for) but parks it
+// for good (runtime.mexit: "just wedge it"). A main thread that had joined
+// the sandbox's mount namespace would stay there, asleep, and keep the
+// namespace alive with its copy of the view's mount; the daemon's unmount
+// of its own mount would then never end the FUSE connection, and go-fuse's
+// Unmount would wait for its readers forever. The new goroutine lands on
+// the main thread whenever the scheduler has it free (the caller ran
+// there, say). It then keeps the main thread locked, so that a second
+// goroutine cannot be scheduled there, lets that one run fn, and gives the
+// main thread back as it found it.
+func onOtherThread(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if spareMainThread && unix.Gettid() == unix.Getpid() {
+			errc <- onOtherThread(fn)
+			runtime.UnlockOSThread()
 			return
 		}
 		errc <- fn()

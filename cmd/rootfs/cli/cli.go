@@ -5,7 +5,9 @@
 // # Exit codes
 //
 //	0    success (mount: unmounted cleanly after SIGINT/SIGTERM)
-//	1-124 run: the wrapped server's own status
+//	1-124 run: the wrapped server's own status (0 too), also when the
+//	     client leaves (closes stdin or dies) and on SIGINT/SIGTERM,
+//	     which rootfs passes on after closing the server's stdin
 //	2    usage error (mount, doctor, wrap, unwrap)
 //	125  run: rootfs itself failed (one line on stderr says why)
 //	126  run: COMMAND exists but cannot be executed

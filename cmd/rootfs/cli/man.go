@@ -70,7 +70,10 @@ success
 .TP
 .B 1\-124
 .BR "rootfs run" :
-the wrapped server's own status;
+the wrapped server's own status (0 too),
+also when the client closes standard input or dies
+and when rootfs gets SIGINT or SIGTERM,
+which it passes on to the server after closing the server's standard input;
 .BR "rootfs mount" ", " "rootfs doctor" :
 1 on error
 .TP

@@ -109,6 +109,15 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer log.Sync()
+	// A client that dies closes rootfs's stdout, and often the pipe of its
+	// stderr. A write there must fail with EPIPE, which the bridge takes
+	// for the client leaving (the server gets end of input, then its
+	// grace), not kill the daemon with SIGPIPE, the Go runtime's default
+	// for fds 1 and 2, and the server with it. Notify, not Ignore: an
+	// ignored signal would stay ignored across the server's exec.
+	epipe := make(chan os.Signal, 1)
+	signal.Notify(epipe, syscall.SIGPIPE)
+	defer signal.Stop(epipe)
 	if mountmgr.InDaemon() {
 		return runDaemon(ctx, rf, log)
 	}

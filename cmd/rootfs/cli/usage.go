@@ -41,7 +41,11 @@ Examples:
 Exit status:
   the server's own status; 125 when rootfs itself fails (one line on stderr
   says why), 126 when COMMAND cannot be executed, 127 when it is not found,
-  128+N when the server was killed by signal N.
+  128+N when the server was killed by signal N. When the client leaves
+  (closes rootfs's stdin, or dies), the server gets end of input, then
+  SIGTERM and SIGKILL after --grace each; on SIGINT or SIGTERM rootfs also
+  passes the signal on. Either way rootfs exits with the server's status:
+  what it exits with at end of input, or 128+N for the signal that ended it.
 
 Flags:
 `
