@@ -87,7 +87,7 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 		return err
 	}
 	seen := map[string]bool{} // one file may be both the project's and the user's
-	found, failed := 0, 0
+	found, failed, written := 0, 0, 0
 	for _, c := range clients {
 		noted := false
 		var looked []string
@@ -127,6 +127,7 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 					continue
 				}
 				fmt.Fprintf(stderr, "  written; the previous contents are in %s\n", backup)
+				written++
 			}
 			if wrapped && c.Note != "" && !noted {
 				fmt.Fprintf(stderr, "  note: %s\n", c.Note)
@@ -143,7 +144,9 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 	if failed > 0 {
 		return &ExitError{Code: 1, Err: fmt.Errorf("%d file(s) could not be changed (see above)", failed)}
 	}
-	if op == clientconfig.Wrap && !o.DryRun {
+	// A client reads its file when it starts: a restart matters only when a
+	// file changed.
+	if op == clientconfig.Wrap && written > 0 {
 		fmt.Fprintln(stderr, "Restart the clients (or reload their MCP servers) to use the wrapped servers; \"rootfs unwrap\" undoes this.")
 	}
 	return nil

@@ -80,6 +80,7 @@ func TestWrapVSCode(t *testing.T) {
 		"remote: left alone: a remote server (type \"http\")",
 		"already: already wrapped",
 		"filesystem: wrapped",
+		"Restart the clients",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q", want)
@@ -98,6 +99,9 @@ func TestWrapVSCode(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "nothing to change") {
 		t.Errorf("second wrap did not say nothing changed:\n%s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), "Restart") {
+		t.Errorf("second wrap changed nothing but asks for a restart:\n%s", stderr.String())
 	}
 
 	stderr.Reset()
