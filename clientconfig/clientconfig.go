@@ -67,6 +67,32 @@ type Location struct {
 	Servers []string
 }
 
+// Shared reports whether loc's file is likely to reach other machines,
+// where an absolute path to this machine's rootfs names nothing: a
+// project's file (meant to be committed with the project), or any file in
+// a git work tree other than the home directory itself (a dotfiles
+// repository holding $XDG_CONFIG_HOME, say). A home directory that is a
+// work tree does not count: its ~/.claude.json and the like are this
+// machine's and seldom committed, and the user's own files are where an
+// absolute path helps (see the package doc).
+func Shared(loc Location, e Env) bool {
+	if loc.Scope == "project" {
+		return true
+	}
+	home := filepath.Clean(e.Home)
+	for d := filepath.Dir(filepath.Clean(loc.Path)); ; d = filepath.Dir(d) {
+		if d == home {
+			return false
+		}
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return true
+		}
+		if filepath.Dir(d) == d {
+			return false
+		}
+	}
+}
+
 // Clients are the clients rootfs wrap knows, in the order it visits them.
 var Clients = []Client{
 	{Name: "vscode", Title: "VS Code", files: func(e Env) []Location {
@@ -149,7 +175,7 @@ type Action int
 
 const (
 	Wrapped        Action = iota // now runs under rootfs
-	Updated                      // already wrapped; --setenv added for new env names
+	Updated                      // already wrapped; Detail says what changed (a --setenv added, the command)
 	AlreadyWrapped               // already wrapped; nothing to do
 	Unwrapped                    // restored
 	NotWrapped                   // unwrap: not under rootfs; nothing to do
@@ -160,14 +186,16 @@ const (
 type Change struct {
 	Server string // its name; for a Claude Code project entry, "NAME (project DIR)"
 	Action Action
-	Detail string // why, for Skipped
+	Detail string // why, for Skipped; what, for Updated
 }
 
 // Options are the choices the caller makes for every entry.
 type Options struct {
 	// Rootfs is the command written into wrapped entries; required for
 	// Wrap. Both Wrap and Unwrap treat it, and any command whose file is
-	// named rootfs, as rootfs.
+	// named rootfs, as rootfs. When it is a bare name ("rootfs", looked up
+	// on PATH), Wrap also gives it to wrapped entries that run rootfs by an
+	// absolute path.
 	Rootfs string
 }
 

@@ -432,3 +432,67 @@ func TestPlanRefusesHugeFile(t *testing.T) {
 		t.Errorf("Plan: %v, want a size error", err)
 	}
 }
+
+// TestShared: project files and files in a git work tree below the home
+// directory are shared; the user's own files are not, even when the home
+// directory itself is a work tree.
+func TestShared(t *testing.T) {
+	home := t.TempDir()
+	other := t.TempDir()
+	for _, d := range []string{".git", "dotfiles/.git", "dotfiles/config/Code/User", ".config/Code/User"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(other, "repo", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := Env{Home: home}
+	for _, tt := range []struct {
+		name  string
+		loc   Location
+		share bool
+	}{
+		{"a project file", Location{Scope: "project", Path: filepath.Join(other, "app", ".mcp.json")}, true},
+		{"the user's file in a home that is a work tree", Location{Scope: "user", Path: filepath.Join(home, ".claude.json")}, false},
+		{"the user's file below it", Location{Scope: "user", Path: filepath.Join(home, ".config", "Code", "User", "mcp.json")}, false},
+		{"a user file in a dotfiles repository", Location{Scope: "user", Path: filepath.Join(home, "dotfiles", "config", "Code", "User", "mcp.json")}, true},
+		{"a user file in a work tree outside home", Location{Scope: "user", Path: filepath.Join(other, "repo", "codex", "config.toml")}, true},
+		{"a user file outside home and any work tree", Location{Scope: "user", Path: filepath.Join(other, "codex", "config.toml")}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Shared(tt.loc, e); got != tt.share {
+				t.Errorf("Shared(%s) = %v, want %v", tt.loc.Path, got, tt.share)
+			}
+		})
+	}
+}
+
+// TestBareRootfsReplacesAbsolute: wrapping with a bare command (a shared
+// file) gives it to entries an earlier wrap wrote with an absolute path,
+// in both formats, and nothing else changes; with an absolute command such
+// entries stay as they are.
+func TestBareRootfsReplacesAbsolute(t *testing.T) {
+	for _, tt := range []struct {
+		format   Format
+		in, want string
+		pointers []string
+	}{
+		{JSONC, `{"servers": {"a": {"command": "/home/me/go/bin/rootfs", "args": ["run", "--", "x"]}}}`,
+			`{"servers": {"a": {"command": "rootfs", "args": ["run", "--", "x"]}}}`, []string{"/servers"}},
+		{TOML, "[mcp_servers.a]\ncommand = '/home/me/go/bin/rootfs' # mine\nargs = [\"run\", \"--\", \"x\"]\n",
+			"[mcp_servers.a]\ncommand = \"rootfs\" # mine\nargs = [\"run\", \"--\", \"x\"]\n", []string{"/mcp_servers"}},
+	} {
+		out, changes, err := Rewrite([]byte(tt.in), tt.format, tt.pointers, Wrap, Options{Rootfs: "rootfs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != tt.want || len(changes) != 1 || changes[0].Action != Updated || !strings.Contains(changes[0].Detail, "instead of /home/me/go/bin/rootfs") {
+			t.Errorf("got %s %s\nwant %s", out, report(changes), tt.want)
+		}
+		same, changes, _ := Rewrite([]byte(tt.in), tt.format, tt.pointers, Wrap, Options{Rootfs: testRootfs})
+		if string(same) != tt.in || changes[0].Action != AlreadyWrapped {
+			t.Errorf("with an absolute command: %s %s", same, report(changes))
+		}
+	}
+}

@@ -9,7 +9,10 @@
 //
 //	{command: ROOTFS, args: ["run", "--setenv", N, ..., "--", CMD, A...], env: {N: ...}}
 //
-// where ROOTFS is the path the caller chose (Options.Rootfs). The env block
+// where ROOTFS is the command the caller chose (Options.Rootfs): rootfs wrap
+// gives files others check out (Shared) the bare name "rootfs", and the
+// user's own files an absolute path, which a client with a minimal PATH
+// still finds. The env block
 // stays: the client still sets it on the rootfs process, and each name's
 // "--setenv N" passes that value on into the sandbox, whose environment
 // otherwise starts nearly empty. Unwrap derives the original entry from this

@@ -2,6 +2,8 @@ package clientconfig
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -56,6 +58,12 @@ func wrappedShape(args []string) (setenv []string, cmd int, ok bool) {
 	return nil, 0, false
 }
 
+// bare reports whether command is a name to look up on PATH rather than a
+// path.
+func bare(command string) bool {
+	return command != "" && !strings.Contains(command, "/")
+}
+
 func validEnvName(s string) bool {
 	return s != "" && !strings.ContainsAny(s, "=\x00")
 }
@@ -85,12 +93,23 @@ func (e *entry) wrap(opt Options) Change {
 				missing = append(missing, "--setenv", n)
 			}
 		}
-		if len(missing) == 0 {
+		var did []string
+		if len(missing) > 0 {
+			e.ed.spliceArgs(cmd-1, cmd-1, e.quoteAll(missing))
+			did = append(did, "--setenv added for new env names")
+		}
+		// An absolute path names a file on one machine; where the caller
+		// asks for a command looked up on PATH (a shared file), an entry an
+		// earlier wrap wrote with this machine's path gets it too.
+		if bare(opt.Rootfs) && filepath.IsAbs(e.command) && filepath.Base(e.command) == opt.Rootfs {
+			e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
+			did = append(did, fmt.Sprintf("runs %q from PATH instead of %s", opt.Rootfs, e.command))
+		}
+		if len(did) == 0 {
 			c.Action = AlreadyWrapped
 			return c
 		}
-		e.ed.spliceArgs(cmd-1, cmd-1, e.quoteAll(missing))
-		c.Action = Updated
+		c.Action, c.Detail = Updated, strings.Join(did, "; ")
 		return c
 	}
 	front := []string{"run"}

@@ -89,7 +89,7 @@ server runs under "rootfs run":
 
   {"command": "npx", "args": ["-y", "pkg"], "env": {"TOKEN": "..."}}
   becomes
-  {"command": "/usr/bin/rootfs", "args": ["run", "--setenv", "TOKEN", "--", "npx", "-y", "pkg"], "env": {"TOKEN": "..."}}
+  {"command": "rootfs", "args": ["run", "--setenv", "TOKEN", "--", "npx", "-y", "pkg"], "env": {"TOKEN": "..."}}
 
 Each env name becomes --setenv NAME, which passes the value the client sets
 on rootfs on into the sandbox. HTTP and SSE servers, and entries that already
@@ -98,10 +98,14 @@ the command and the front of args change. Before writing a file, rootfs keeps
 its old contents beside it, in FILE.rootfs-backup. Wrapping twice changes
 nothing; "rootfs unwrap" restores the entries exactly.
 
-The command written is this binary's absolute path, because clients start
-servers with their own, often minimal, PATH; --rootfs rootfs writes the bare
-name instead (for project files shared with others). Quit Claude Code before
-wrapping ~/.claude.json: it rewrites that file while it runs.
+The command written depends on who reads the file. Project files, and any
+file in a git work tree other than your home directory itself, are checked
+out on other machines: they get "rootfs", looked up on PATH (wrap warns when
+it is not on yours), and an entry an older wrap gave an absolute path gets
+it too. Your own files get this binary's absolute path, because clients
+start servers with their own, often minimal, PATH. --rootfs PATH writes PATH
+into every file. Quit Claude Code before wrapping ~/.claude.json: it
+rewrites that file while it runs.
 
 Files, per --client NAME:
   vscode          .vscode/mcp.json, ~/.config/Code/User/mcp.json

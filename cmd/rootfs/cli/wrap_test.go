@@ -144,36 +144,90 @@ func TestWrapDryRun(t *testing.T) {
 	}
 }
 
-// TestWrapDefaultRootfs: without --rootfs the entry names this binary by an
-// absolute path, so a client with a minimal PATH still finds it; and though
-// this binary (the test binary) is not named rootfs, a second wrap sees its
-// entries as wrapped and unwrap restores them.
+// TestWrapDefaultRootfs: without --rootfs, a project file (which others
+// check out on their machines) names "rootfs", and the user's own file names
+// this binary by an absolute path, so a client with a minimal PATH still
+// finds it; though this binary (the test binary) is not named rootfs, a
+// second wrap sees its entries as wrapped and unwrap restores both files.
+// With no rootfs on PATH, wrap warns in one line that the project file's
+// command will not be found.
 func TestWrapDefaultRootfs(t *testing.T) {
-	vscode, _, orig, _ := wrapHome(t)
+	vscode, cursor, vscodeOrig, cursorOrig := wrapHome(t)
+	t.Setenv("PATH", t.TempDir()) // no rootfs here
 	var stderr bytes.Buffer
-	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+	if code := Main([]string{"wrap"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
+	t.Logf("stderr:\n%s", stderr.String())
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrapped := readFile(t, vscode)
-	if !bytes.Contains(wrapped, []byte(`"command": "`+exe+`"`)) {
-		t.Errorf("the command is not %s:\n%s", exe, wrapped)
+	project, user := readFile(t, vscode), readFile(t, cursor)
+	if !bytes.Contains(project, []byte(`"command": "rootfs", "args": ["run", "--", "mcp-server-memory"]`)) || bytes.Contains(project, []byte(exe)) {
+		t.Errorf("the project file's command is not \"rootfs\":\n%s", project)
 	}
+	// The fixture's entry that an earlier wrap wrote with an absolute path
+	// gets the bare name too.
+	if bytes.Contains(project, []byte(`"/usr/local/bin/rootfs"`)) || !strings.Contains(stderr.String(), `runs "rootfs" from PATH instead of /usr/local/bin/rootfs`) {
+		t.Errorf("the project file's absolute rootfs path stayed:\n%s", project)
+	}
+	if !bytes.Contains(user, []byte(`"command": "`+exe+`"`)) {
+		t.Errorf("the user file's command is not %s:\n%s", exe, user)
+	}
+	if n := strings.Count(stderr.String(), `warning: shared files now run "rootfs", which is not on your PATH`); n != 1 {
+		t.Errorf("%d warnings that rootfs is not on PATH, want 1:\n%s", n, stderr.String())
+	}
+	stderr.Reset()
+	if code := Main([]string{"wrap"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !bytes.Equal(readFile(t, vscode), project) || !bytes.Equal(readFile(t, cursor), user) {
+		t.Errorf("a second wrap changed a file:\n%s", stderr.String())
+	}
+	if code := Main([]string{"unwrap"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for p, orig := range map[string][]byte{vscode: vscodeOrig, cursor: cursorOrig} {
+		want, _, _ := clientconfig.Rewrite(orig, clientconfig.JSONC, []string{"/servers", "/mcpServers"}, clientconfig.Unwrap, clientconfig.Options{})
+		if got := readFile(t, p); !bytes.Equal(got, want) {
+			t.Errorf("unwrap did not restore %s:\n%s", p, got)
+		}
+	}
+}
+
+// TestWrapRootfsOnPath: with a rootfs on PATH, wrap writes "rootfs" into
+// the project file and does not warn; a user file inside a git work tree
+// (a dotfiles repository holding $XDG_CONFIG_HOME) is shared too.
+func TestWrapRootfsOnPath(t *testing.T) {
+	vscode, _, vscodeOrig, _ := wrapHome(t)
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "rootfs"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	dotfiles := filepath.Join(os.Getenv("HOME"), "dotfiles")
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dotfiles, "config"))
+	userFile := filepath.Join(dotfiles, "config", "Code", "User", "mcp.json")
+	for _, p := range []string{filepath.Join(dotfiles, ".git", "HEAD"), userFile} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(userFile, vscodeOrig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
 	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !bytes.Equal(readFile(t, vscode), wrapped) {
-		t.Errorf("a second wrap changed the file:\n%s", readFile(t, vscode))
+	for _, p := range []string{vscode, userFile} {
+		if got := readFile(t, p); !bytes.Contains(got, []byte(`"command": "rootfs", "args": ["run", "--", "mcp-server-memory"]`)) {
+			t.Errorf("%s: the command is not \"rootfs\":\n%s", p, got)
+		}
 	}
-	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	want, _, _ := clientconfig.Rewrite(orig, clientconfig.JSONC, []string{"/servers"}, clientconfig.Unwrap, clientconfig.Options{})
-	if got := readFile(t, vscode); !bytes.Equal(got, want) {
-		t.Errorf("unwrap did not restore the file:\n%s", got)
+	if strings.Contains(stderr.String(), "warning") {
+		t.Errorf("warned with rootfs on PATH:\n%s", stderr.String())
 	}
 }
 
