@@ -46,6 +46,20 @@ type Env struct {
 	XDGConfigHome string
 	// CodexHome is $CODEX_HOME; empty means Home/.codex.
 	CodexHome string
+	// XDGStateHome is $XDG_STATE_HOME; empty (or, as the XDG base
+	// directory specification says, relative) means Home/.local/state.
+	XDGStateHome string
+}
+
+// BackupDir is the directory below which rootfs wrap keeps the files it
+// rewrote, as they were (see Result.Write): rootfs/backups in the user's
+// state directory.
+func (e Env) BackupDir() string {
+	state := e.XDGStateHome
+	if !filepath.IsAbs(state) {
+		state = filepath.Join(e.Home, ".local", "state")
+	}
+	return filepath.Join(state, "rootfs", "backups")
 }
 
 func (e Env) config() string {
@@ -224,9 +238,17 @@ const MaxFileSize = 64 << 20
 // (a running client rewrote it); nothing was written.
 var ErrChanged = errors.New("the file changed while rootfs was rewriting it (is the client running?); nothing written, run again")
 
-// BackupSuffix is appended to a file's name for the copy made before it is
-// rewritten.
-const BackupSuffix = ".rootfs-backup"
+// LegacyBackupSuffix named the copy that rootfs wrap kept beside a file
+// before backups moved to BackupDir, where a git work tree does not list
+// them as untracked files. Nothing writes it any more.
+const LegacyBackupSuffix = ".rootfs-backup"
+
+// BackupPath is where Write keeps the old contents of file (absolute, its
+// symlinks resolved) below the backup directory dir: at the file's whole
+// path, so each file has its own and a person finds it by the file's name.
+func BackupPath(dir, file string) string {
+	return filepath.Join(dir, file)
+}
 
 // Plan reads loc's file and computes the rewrite; it writes nothing. It
 // returns an error wrapping fs.ErrNotExist when the file does not exist.
@@ -264,21 +286,31 @@ func Plan(loc Location, op Op, opt Options) (*Result, error) {
 	return &Result{Location: loc, Old: old, New: newb, Changes: changes, st: st, target: target}, nil
 }
 
-// Write saves the old contents beside the file (its name plus BackupSuffix,
-// replacing an older backup) and then replaces the file in one step (a new
-// file renamed over it, with the old one's permissions and, as root, its
-// owner), so a client reading it never sees half a file. A symlinked file is written at its target. It
-// returns the backup's path; it does nothing when nothing changed.
-func (r *Result) Write() (backup string, err error) {
+// Write saves the old contents below backupDir (at BackupPath, replacing an
+// older backup of the same file; directories it makes there are private
+// to the user, since configurations hold tokens) and then replaces the
+// file in one step (a new file renamed over it, with the old one's
+// permissions and, as root, its owner), so a client reading it never sees
+// half a file. A symlinked file is written at its target. It returns the
+// backup's path; it does nothing when nothing changed.
+//
+// Backups stay out of the file's directory: in a project that is a git
+// work tree, a copy beside .vscode/mcp.json shows up as an untracked file
+// and is easily committed. Unwrap does not need them; they are for a
+// person who wants the old bytes back.
+func (r *Result) Write(backupDir string) (backup string, err error) {
 	if !r.Changed() {
 		return "", nil
+	}
+	if !filepath.IsAbs(backupDir) {
+		return "", fmt.Errorf("backup directory %q is not an absolute path", backupDir)
 	}
 	// A client that rewrote the file since Plan would lose its change.
 	if now, err := readFile(r.target); err != nil || !bytes.Equal(now, r.Old) {
 		return "", ErrChanged
 	}
-	backup = r.target + BackupSuffix
-	if err := writeAtomic(backup, r.Old, r.st); err != nil {
+	backup = BackupPath(backupDir, r.target)
+	if err := writeBackup(backupDir, r.target, r.Old, r.st); err != nil {
 		return "", fmt.Errorf("backup: %w", err)
 	}
 	if err := writeAtomic(r.target, r.New, r.st); err != nil {

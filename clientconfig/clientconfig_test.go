@@ -342,11 +342,13 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestPlanWrite writes through Plan/Write: a backup beside the file holds
-// the old bytes, the file the new ones, its mode is kept, and a symlinked
-// file is written at its target.
+// TestPlanWrite writes through Plan/Write: a backup in the backup
+// directory, at the file's path, holds the old bytes, nothing is added
+// beside the file, the file holds the new bytes, its mode is kept, and a
+// symlinked file is written at its target.
 func TestPlanWrite(t *testing.T) {
 	dir := t.TempDir()
+	backups := filepath.Join(t.TempDir(), "state", "rootfs", "backups")
 	real := filepath.Join(dir, "real.json")
 	orig := fixtures[0].read(t)
 	if err := os.WriteFile(real, orig, 0o600); err != nil {
@@ -367,15 +369,21 @@ func TestPlanWrite(t *testing.T) {
 	if b, _ := os.ReadFile(real); !bytes.Equal(b, orig) {
 		t.Fatal("Plan wrote the file")
 	}
-	backup, err := r.Write()
+	backup, err := r.Write(backups)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if backup != real+BackupSuffix {
-		t.Errorf("backup %s, want %s", backup, real+BackupSuffix)
+	if want := filepath.Join(backups, real); backup != want {
+		t.Errorf("backup %s, want %s", backup, want)
 	}
 	if b, _ := os.ReadFile(backup); !bytes.Equal(b, orig) {
 		t.Error("backup does not hold the old bytes")
+	}
+	if fi, err := os.Stat(filepath.Dir(backup)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the backup's directory: %v, want mode 0700", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("the file's directory holds %d entries, want the file and the link", len(ents))
 	}
 	if b, _ := os.ReadFile(real); !bytes.Equal(b, r.New) {
 		t.Error("file does not hold the new bytes")
@@ -406,13 +414,14 @@ func TestWriteRefusesChangedFile(t *testing.T) {
 	if err := os.WriteFile(p, theirs, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Write(); !errors.Is(err, ErrChanged) {
+	backups := t.TempDir()
+	if _, err := r.Write(backups); !errors.Is(err, ErrChanged) {
 		t.Fatalf("Write: %v, want ErrChanged", err)
 	}
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, theirs) {
 		t.Error("the client's change was overwritten")
 	}
-	if _, err := os.Stat(p + BackupSuffix); err == nil {
+	if _, err := os.Stat(BackupPath(backups, p)); err == nil {
 		t.Error("a backup was made")
 	}
 }

@@ -95,7 +95,9 @@ Each env name becomes --setenv NAME, which passes the value the client sets
 on rootfs on into the sandbox. HTTP and SSE servers, and entries that already
 run rootfs, are left alone and reported. Comments and layout are kept; only
 the command and the front of args change. Before writing a file, rootfs keeps
-its old contents beside it, in FILE.rootfs-backup. Wrapping twice changes
+its old contents outside it, at the file's full path below
+~/.local/state/rootfs/backups ($XDG_STATE_HOME/rootfs/backups), where a git
+work tree does not list them as untracked files. Wrapping twice changes
 nothing; "rootfs unwrap" restores the entries exactly.
 
 The command written depends on who reads the file. Project files, and any
@@ -141,7 +143,8 @@ Restores each entry of the form
 to COMMAND [ARG...], from the entry alone (no backup needed), in the same
 files "rootfs wrap" changes. Entries that run rootfs with other flags
 (--root, --read-only, ...) were not written by wrap and are left alone and
-reported. The old contents are kept in FILE.rootfs-backup.
+reported. The old contents are kept as rootfs wrap keeps them, below
+~/.local/state/rootfs/backups.
 
 Exit status:
   as for rootfs wrap.

@@ -131,7 +131,7 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 				fmt.Fprint(stdout, r.Diff())
 				fmt.Fprintf(stderr, "  dry run: nothing written\n")
 			default:
-				backup, err := r.Write()
+				backup, err := r.Write(env.BackupDir())
 				if err != nil {
 					fmt.Fprintf(stderr, "  write: %v; the file is as it was\n", err)
 					failed++
@@ -139,6 +139,10 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 				}
 				fmt.Fprintf(stderr, "  written; the previous contents are in %s\n", backup)
 				written++
+				// Older versions kept the backup beside the file.
+				if _, err := os.Lstat(loc.Path + clientconfig.LegacyBackupSuffix); err == nil {
+					fmt.Fprintf(stderr, "  note: %s is an older rootfs backup, no longer kept there; delete it when you no longer need it\n", loc.Path+clientconfig.LegacyBackupSuffix)
+				}
 			}
 			if wrapped && c.Note != "" && !noted {
 				fmt.Fprintf(stderr, "  note: %s\n", c.Note)
@@ -221,7 +225,7 @@ func wrapEnv(project string) (clientconfig.Env, error) {
 	if project, err = filepath.Abs(project); err != nil {
 		return clientconfig.Env{}, err
 	}
-	return clientconfig.Env{Home: home, Project: project, XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"), CodexHome: os.Getenv("CODEX_HOME")}, nil
+	return clientconfig.Env{Home: home, Project: project, XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"), CodexHome: os.Getenv("CODEX_HOME"), XDGStateHome: os.Getenv("XDG_STATE_HOME")}, nil
 }
 
 // rootfsCommand is the command wrapped entries of the user's own files run

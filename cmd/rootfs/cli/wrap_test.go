@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ func wrapHome(t *testing.T) (vscode, cursor string, vscodeOrig, cursorOrig []byt
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", "")
 	t.Setenv("CODEX_HOME", "")
+	t.Setenv("XDG_STATE_HOME", "")
 	vscode = filepath.Join(project, ".vscode", "mcp.json")
 	cursor = filepath.Join(home, ".cursor", "mcp.json")
 	var err error
@@ -72,11 +74,15 @@ func TestWrapVSCode(t *testing.T) {
 	if !bytes.Contains(got, []byte("// The reference filesystem server")) {
 		t.Error("a comment was lost")
 	}
-	if b := readFile(t, vscode+clientconfig.BackupSuffix); !bytes.Equal(b, vscodeOrig) {
+	backup := filepath.Join(os.Getenv("HOME"), ".local", "state", "rootfs", "backups", vscode)
+	if b := readFile(t, backup); !bytes.Equal(b, vscodeOrig) {
 		t.Error("the backup does not hold the old contents")
 	}
+	if ents, _ := os.ReadDir(filepath.Dir(vscode)); len(ents) != 1 {
+		t.Errorf("wrap left %d files in %s, want only mcp.json", len(ents), filepath.Dir(vscode))
+	}
 	for _, want := range []string{
-		"previous contents are in " + vscode + clientconfig.BackupSuffix,
+		"previous contents are in " + backup,
 		"remote: left alone: a remote server (type \"http\")",
 		"already: already wrapped",
 		"filesystem: wrapped",
@@ -137,10 +143,8 @@ func TestWrapDryRun(t *testing.T) {
 	if !bytes.Equal(readFile(t, vscode), vscodeOrig) || !bytes.Equal(readFile(t, cursor), cursorOrig) {
 		t.Error("--dry-run changed a file")
 	}
-	for _, p := range []string{vscode, cursor} {
-		if _, err := os.Stat(p + clientconfig.BackupSuffix); err == nil {
-			t.Errorf("--dry-run wrote %s", p+clientconfig.BackupSuffix)
-		}
+	if _, err := os.Stat(filepath.Join(os.Getenv("HOME"), ".local", "state")); err == nil {
+		t.Error("--dry-run made a backup")
 	}
 }
 
@@ -242,5 +246,72 @@ func TestWrapErrors(t *testing.T) {
 	stderr.Reset()
 	if code := Main([]string{"wrap", "--client", "codex"}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "no MCP client configuration found") || !strings.Contains(stderr.String(), "config.toml") {
 		t.Errorf("no config: exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestWrapBackupOutsideGit: in a project that is a git work tree, wrap and
+// unwrap leave git nothing new to report but the changed file: the backup
+// goes to $XDG_STATE_HOME/rootfs/backups, at the file's path, and unwrap
+// still gives back the committed bytes. A backup an older rootfs left
+// beside the file is pointed out.
+func TestWrapBackupOutsideGit(t *testing.T) {
+	gitTool, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	vscode, _, orig, _ := wrapHome(t)
+	state := filepath.Join(t.TempDir(), "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	project := filepath.Dir(filepath.Dir(vscode))
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(gitTool, append([]string{"-C", project, "-c", "user.name=t", "-c", "user.email=t@example.org"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q")
+	git("add", ".vscode/mcp.json")
+	git("commit", "-q", "-m", "mcp")
+	// Unwrap the fixture's own wrapped entries first, so that the round
+	// trip below starts from bytes wrap and unwrap give back exactly.
+	var stderr bytes.Buffer
+	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("unwrap: exit %d: %s", code, stderr.String())
+	}
+	git("commit", "-q", "-am", "unwrapped")
+	committed := readFile(t, vscode)
+	if bytes.Equal(committed, orig) {
+		t.Fatal("fixture: unwrap changed nothing")
+	}
+	if err := os.WriteFile(vscode+clientconfig.LegacyBackupSuffix, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("wrap: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "note: "+vscode+clientconfig.LegacyBackupSuffix+" is an older rootfs backup") {
+		t.Errorf("the older backup beside the file is not pointed out:\n%s", stderr.String())
+	}
+	os.Remove(vscode + clientconfig.LegacyBackupSuffix)
+	if st := git("status", "--porcelain", "--untracked-files=all"); st != " M .vscode/mcp.json\n" {
+		t.Errorf("git status after wrap:\n%s", st)
+	}
+	backup := clientconfig.BackupPath(filepath.Join(state, "rootfs", "backups"), vscode)
+	if b := readFile(t, backup); !bytes.Equal(b, committed) {
+		t.Errorf("%s does not hold the committed bytes", backup)
+	}
+	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("unwrap: exit %d: %s", code, stderr.String())
+	}
+	if st := git("status", "--porcelain", "--untracked-files=all"); st != "" {
+		t.Errorf("git status after unwrap:\n%s", st)
+	}
+	if !bytes.Equal(readFile(t, vscode), committed) {
+		t.Error("unwrap did not give back the committed bytes")
 	}
 }
