@@ -38,6 +38,7 @@ var fixtures = []fixture{
 	{"gemini-settings.json", JSONC, []string{"/mcpServers"}},
 	{"codex-config.toml", TOML, []string{"/mcp_servers"}},
 	{"codex-inline.toml", TOML, []string{"/mcp_servers"}},
+	{"codex-comments.toml", TOML, []string{"/mcp_servers"}},
 }
 
 func (f fixture) read(t *testing.T) []byte {

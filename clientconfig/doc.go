@@ -40,6 +40,15 @@
 // (or, in a TOML inline table, which has no room for the comment, right
 // after the command) is removed, which means the same to every client.
 //
+// In TOML, comments on the lines right above the command's line (as
+// indented as it, with no blank line between) and at the end of that line
+// describe the command, so they move with its literal: wrap gives the
+// literal a line of its own in args, after "run ... --", with those
+// comment lines before it and the line's comment after it, and unwrap
+// moves them back when args has exactly that form. The command's line is
+// left with rootfs alone. An inline table has no room for comments; the
+// comment after it describes the whole entry and stays.
+//
 // # Servers left alone
 //
 // HTTP and SSE servers (a "url", "httpUrl" or "serverUrl", or a "type" other

@@ -41,6 +41,20 @@ type editor interface {
 	quote(s string) string
 }
 
+// commandMover is an editor whose format keeps comments on lines of their
+// own or at a line's end (TOML), where the comments describing the command
+// must move with it. Each method reports false when it did nothing, and
+// the editor's other methods then do the move.
+type commandMover interface {
+	// wrapCommand puts the quoted front and then the command's literal at
+	// the front of args (made when absent) and writes rootfs, quoted, as
+	// the command.
+	wrapCommand(front []string, rootfs string) bool
+	// unwrapCommand makes the literal args[cmd] the command again and
+	// removes args[:cmd+1], and args when wrapCommand added it.
+	unwrapCommand(cmd int) bool
+}
+
 // wrappedShape recognises "run [--setenv NAME]... -- CMD [ARG...]" and
 // returns the names and the index of CMD.
 func wrappedShape(args []string) (setenv []string, cmd int, ok bool) {
@@ -117,13 +131,15 @@ func (e *entry) wrap(opt Options) Change {
 		front = append(front, "--setenv", n)
 	}
 	front = append(front, "--")
-	raw := append(e.quoteAll(front), e.ed.commandRaw())
-	if e.hasArgs {
-		e.ed.spliceArgs(0, 0, raw)
-	} else {
-		e.ed.addArgs(raw)
+	if m, ok := e.ed.(commandMover); !ok || !m.wrapCommand(e.quoteAll(front), e.ed.quote(opt.Rootfs)) {
+		raw := append(e.quoteAll(front), e.ed.commandRaw())
+		if e.hasArgs {
+			e.ed.spliceArgs(0, 0, raw)
+		} else {
+			e.ed.addArgs(raw)
+		}
+		e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
 	}
-	e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
 	c.Action, c.Detail = Wrapped, e.note
 	return c
 }
@@ -146,12 +162,14 @@ func (e *entry) unwrap(opt Options) Change {
 		c.Action, c.Detail = Skipped, "runs rootfs with arguments rootfs wrap does not write; edit it by hand"
 		return c
 	}
-	raw := e.ed.argRaw(cmd)
-	e.ed.spliceArgs(0, cmd+1, nil)
-	if cmd+1 == len(e.args) {
-		e.ed.dropAddedArgs()
+	if m, ok := e.ed.(commandMover); !ok || !m.unwrapCommand(cmd) {
+		raw := e.ed.argRaw(cmd)
+		e.ed.spliceArgs(0, cmd+1, nil)
+		if cmd+1 == len(e.args) {
+			e.ed.dropAddedArgs()
+		}
+		e.ed.setCommandRaw(raw)
 	}
-	e.ed.setCommandRaw(raw)
 	c.Action = Unwrapped
 	return c
 }
