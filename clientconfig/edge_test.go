@@ -53,6 +53,9 @@ func TestEdgeCases(t *testing.T) {
 		{"toml multi-line string arg and escapes", TOML,
 			"[mcp_servers.a]\ncommand = \"x\\u0079\"\nargs = ['''a\nb''']\n",
 			"[mcp_servers.a]\ncommand = " + R + "\nargs = [\"run\", \"--\", \"x\\u0079\", '''a\nb''']\n", ""},
+		{"toml wrapped by hand with a trailing comma", TOML,
+			"[mcp_servers.a]\ncommand = \"x\"\nargs = [\"y\",]\n",
+			"[mcp_servers.a]\ncommand = " + R + "\nargs = [\"run\", \"--\", \"x\", \"y\",]\n", ""},
 		{"json one line, no args", JSONC,
 			`{"mcpServers": {"a": {"command": "x"}}}`,
 			`{"mcpServers": {"a": {"command": ` + R + `, "args": ["run", "--", "x"]}}}`, ""},
@@ -106,3 +109,32 @@ func TestEdgeCases(t *testing.T) {
 	}
 }
 
+// TestUnwrapByHand unwraps entries a person wrote in the wrapped shape,
+// laid out as wrap never does: the result is valid and means the original
+// command line.
+func TestUnwrapByHand(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"trailing comma after the command",
+			"[mcp_servers.a]\ncommand = \"rootfs\"\nargs = [\"run\", \"--\", \"npx\",]\n",
+			"[mcp_servers.a]\ncommand = \"npx\"\nargs = []\n"},
+		{"one element a line, trailing comma",
+			"[mcp_servers.a]\ncommand = \"rootfs\"\nargs = [\n  \"run\", \"--\",\n  \"npx\",\n]\n",
+			"[mcp_servers.a]\ncommand = \"npx\"\nargs = [\n  ]\n"},
+		{"one element a line, more args",
+			"[mcp_servers.a]\ncommand = \"rootfs\"\nargs = [\n  \"run\", \"--\",\n  \"npx\",\n  \"-y\",\n]\n",
+			"[mcp_servers.a]\ncommand = \"npx\"\nargs = [\n  \"-y\",\n]\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, _, err := Rewrite([]byte(tc.in), TOML, nil, Unwrap, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tc.want {
+				t.Errorf("unwrap:\n%q\nwant\n%q", out, tc.want)
+			}
+			if _, _, err := Rewrite(out, TOML, nil, Unwrap, Options{}); err != nil {
+				t.Errorf("the result does not parse: %v", err)
+			}
+		})
+	}
+}

@@ -302,7 +302,16 @@ func (ed *tomlEditor) spliceArgs(i, j int, raw []string) {
 		pos := ed.s.argsKV.end - 1
 		ed.add(pos, pos, joined)
 	case i == 0:
-		ed.add(els[0].raw.off, els[len(els)-1].raw.end, joined)
+		end := els[len(els)-1].raw.end
+		if len(raw) == 0 {
+			// Every element goes: so does a trailing comma, since [,]
+			// is not TOML.
+			rest := ed.data[end:]
+			if t := bytes.TrimLeft(rest, " \t\r\n"); len(t) > 0 && t[0] == ',' {
+				end += len(rest) - len(t) + 1
+			}
+		}
+		ed.add(els[0].raw.off, end, joined)
 	default:
 		if len(raw) > 0 {
 			joined = ", " + joined
