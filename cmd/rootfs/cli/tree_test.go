@@ -2,14 +2,20 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/rootfs-dev/rootfs/clientconfig"
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // mainOut runs Main in this process and returns stdout, stderr and status.
@@ -106,6 +112,14 @@ func TestComplete(t *testing.T) {
 		{"mount takes flags after the mountpoint", []string{"mount", "/mnt", "--allow-o"}, []string{"--allow-other\t"}, nil, ":4"},
 		{"doctor has no operands", []string{"doctor", ""}, nil, nil, ":4"},
 		{"help completes command names", []string{"help", "r"}, []string{"run"}, nil, ":4"},
+		{"run --layout's values", []string{"run", "--layout", ""}, []string{"host", "flat"}, nil, ":4"},
+		{"mount --layout's values", []string{"mount", "--layout", "f"}, []string{"flat"}, []string{"host"}, ":4"},
+		{"--layout=", []string{"run", "--layout="}, []string{"--layout=host", "--layout=flat"}, nil, ":4"},
+		{"wrap --client's values", []string{"wrap", "--client", "c"}, []string{"claude-code", "claude-desktop", "cursor", "codex"}, []string{"vscode", "gemini"}, ":4"},
+		{"unwrap --client's values", []string{"unwrap", "--client", ""}, []string{"vscode", "gemini"}, nil, ":4"},
+		{"--client's next item in a list", []string{"wrap", "--client", "vscode,c"}, []string{"vscode,cursor", "vscode,codex"}, []string{"vscode,vscode", "\ncursor"}, ":4"},
+		{"--client=", []string{"wrap", "--client=g"}, []string{"--client=gemini"}, nil, ":4"},
+		{"after run's COMMAND, --layout= is the server's", []string{"run", "node", "--layout="}, nil, []string{"host"}, ":0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errs, code := mainOut(append([]string{"__complete"}, tt.args...)...)
@@ -270,6 +284,12 @@ __start_rootfs 2>/dev/null; printf '%s\n' "${COMPREPLY[@]}"`
 			if out := run(tt.complete, "LINE=rootfs run -- node --ro"); strings.Contains(out, "--root") {
 				t.Errorf("%s offers rootfs's flags to the server: %q", tt.shell, out)
 			}
+			if out := run(tt.complete, "LINE=rootfs wrap --client cl"); !strings.Contains(out, "claude-code") || !strings.Contains(out, "claude-desktop") || strings.Contains(out, "cursor") {
+				t.Errorf("%s completes \"rootfs wrap --client cl\" as %q", tt.shell, out)
+			}
+			if out := run(tt.complete, "LINE=rootfs run --layout f"); !strings.Contains(out, "flat") || strings.Contains(out, "host") {
+				t.Errorf("%s completes \"rootfs run --layout f\" as %q", tt.shell, out)
+			}
 		})
 	}
 }
@@ -331,4 +351,41 @@ func skipOrFail(t *testing.T, reason string) {
 		t.Fatal(reason + " (ROOTFS_REQUIRE_FUSE=1: CI must install it)")
 	}
 	t.Skip(reason)
+}
+
+// TestFlagValuesAccepted: every value completion offers for a flag
+// (setValues) is one its command accepts, and back.
+func TestFlagValuesAccepted(t *testing.T) {
+	accepts := map[string]func(string) error{
+		"layout":    func(v string) error { _, err := vfs.ParseLayout(v); return err },
+		"log-level": func(v string) error { _, err := newLogger(v, io.Discard); return err },
+		"client": func(v string) error {
+			if _, ok := clientconfig.LookupClient(v); !ok {
+				return fmt.Errorf("unknown client %q", v)
+			}
+			return nil
+		},
+	}
+	all := map[string][]string{"client": clientconfig.ClientNames()}
+	for _, name := range commandNames() {
+		flagSet(commands()[name]).VisitAll(func(fl *pflag.Flag) {
+			values, ok := fl.Annotations[valuesAnnotation]
+			if !ok {
+				return
+			}
+			check, ok := accepts[fl.Name]
+			if !ok {
+				t.Errorf("%s --%s lists values this test does not check", name, fl.Name)
+				return
+			}
+			for _, v := range values {
+				if err := check(v); err != nil {
+					t.Errorf("%s --%s %s is offered but refused: %v", name, fl.Name, v, err)
+				}
+			}
+			if want, ok := all[fl.Name]; ok && !slices.Equal(values, want) {
+				t.Errorf("%s --%s offers %q, want %q", name, fl.Name, values, want)
+			}
+		})
+	}
 }

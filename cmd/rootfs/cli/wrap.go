@@ -31,6 +31,7 @@ type WrapOptions struct {
 // AddFlags registers the flags on f.
 func (o *WrapOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.Clients, "client", nil, "only this client's files: "+strings.Join(clientconfig.ClientNames(), ", ")+" (repeatable or comma-separated; default: every client with a config file here or in your home)")
+	setValues(f, "client", clientconfig.ClientNames()...)
 	f.StringVar(&o.Project, "project", "", "the project `DIR` whose files (.vscode/mcp.json, .mcp.json, ...) to change (default: the current directory)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print a unified diff of each change on stdout and write nothing")
 	f.StringVar(&o.Rootfs, "rootfs", "", "write `PATH` as the command in every file (default: \"rootfs\" in project files and files in a git work tree, this binary's absolute path in your own); unwrap: also treat PATH as rootfs")
