@@ -146,12 +146,34 @@ func TestComplete(t *testing.T) {
 
 func TestDescribeVersion(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"}}
-	if got, want := describe(bi), "v1.2.0 (revision unknown, go1.26.8)"; got != want {
+	if got, want := describe(bi, ""), "v1.2.0 (revision unknown, go1.26.8)"; got != want {
 		t.Errorf("without VCS: %q, want %q", got, want)
 	}
 	bi.Settings = []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.time", Value: "2026-12-03T05:00:00Z"}, {Key: "vcs.modified", Value: "true"}}
-	if got, want := describe(bi), "v1.2.0 (revision 0123abc of 2026-12-03T05:00:00Z, modified, go1.26.8)"; got != want {
+	if got, want := describe(bi, ""), "v1.2.0 (revision 0123abc of 2026-12-03T05:00:00Z, modified, go1.26.8)"; got != want {
 		t.Errorf("with VCS: %q, want %q", got, want)
+	}
+	if got, want := describe(bi, "1.2.0~rc1"), "1.2.0~rc1 (revision 0123abc of 2026-12-03T05:00:00Z, modified, go1.26.8)"; got != want {
+		t.Errorf("linked with a version: %q, want %q", got, want)
+	}
+}
+
+// TestLinkedVersionEverywhere builds rootfs the way the packages do, with
+// its version linked in, and expects --version, "rootfs version" and the
+// man page to say that version, the one the package carries.
+func TestLinkedVersionEverywhere(t *testing.T) {
+	const v = "1.2.3~git20261204.0123abcdef01"
+	bin := buildBinary(t, "-ldflags=-X github.com/rootfs-dev/rootfs/cmd/rootfs/cli.version="+v)
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil || !strings.HasPrefix(string(out), "rootfs "+v+" (") {
+			t.Errorf("rootfs %v = %q (%v), want rootfs %s (...)", args, out, err, v)
+		}
+	}
+	out, err := exec.Command(bin, "man").Output()
+	if want := `.TH ROOTFS 1 "" "rootfs ` + strings.ReplaceAll(v, "-", `\-`) + `"`; err != nil || !strings.HasPrefix(string(out), want) {
+		first, _, _ := strings.Cut(string(out), "\n")
+		t.Errorf("rootfs man begins %q (%v), want %q", first, err, want)
 	}
 }
 
