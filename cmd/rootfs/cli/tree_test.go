@@ -411,3 +411,33 @@ func TestFlagValuesAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpDescribesLayout: "rootfs run --help" and the man page describe
+// the default host layout (each root at its own path, the client's URIs
+// unchanged in roots/list), not the flat layout's file:///NAME alone, and
+// every example that names a root by its flat path /NAME asks for
+// --layout flat.
+func TestHelpDescribesLayout(t *testing.T) {
+	_, help, _ := mainOut("run", "--help")
+	page := ManPage()
+	for _, want := range []string{"its own host path", "client's URIs unchanged", "--layout flat"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("rootfs run --help lacks %q", want)
+		}
+		if !strings.Contains(page, roffText(want)) {
+			t.Errorf("the man page lacks %q", want)
+		}
+	}
+	for _, text := range []string{help, page} {
+		if strings.Contains(text, "<entry>") || strings.Contains(text, "file:///<") {
+			t.Errorf("still describes roots/list with file:///<entry>")
+		}
+	}
+	_, examples, _ := strings.Cut(help, "\nExamples:\n")
+	examples, _, _ = strings.Cut(examples, "\n\n")
+	for _, line := range strings.Split(examples, "\n") {
+		if strings.Contains(line, " /app") && !strings.Contains(line, "--layout flat") {
+			t.Errorf("example names the flat path /app in host layout: %s", strings.TrimSpace(line))
+		}
+	}
+}
