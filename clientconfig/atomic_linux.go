@@ -83,6 +83,93 @@ func writeAtomic(name string, data []byte, st fs.FileInfo) error {
 		return err
 	}
 	defer unix.Close(dfd)
+	return writeAtomicAt(dfd, dir, base, data, st)
+}
+
+// writeBackup writes data at BackupPath(dir, file) as writeAtomic does,
+// making the directories on the way. The part of dir that exists is
+// resolved once (a state directory behind /home -> /data/home is fine)
+// but, as root, refused when a user's symlink leads somewhere that user
+// does not own; below it every directory is opened without following a
+// symlink and made, when missing, with mode 0700 and the owner of the
+// directory it is made in, so that "sudo rootfs wrap" with a user's HOME
+// neither follows a link the user planted to /etc nor leaves root-owned
+// directories in the user's state directory.
+func writeBackup(dir, file string, data []byte, st fs.FileInfo) error {
+	name := BackupPath(dir, file)
+	exist := filepath.Clean(dir)
+	for {
+		if _, err := os.Lstat(exist); err == nil {
+			break
+		}
+		up := filepath.Dir(exist)
+		if up == exist {
+			break
+		}
+		exist = up
+	}
+	real, err := filepath.EvalSymlinks(exist)
+	if err != nil {
+		return err
+	}
+	rst, err := os.Stat(real)
+	if err != nil {
+		return err
+	}
+	if err := checkLinkOwners(exist, rst); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(exist, filepath.Dir(name))
+	if err != nil {
+		return err
+	}
+	dfd, err := openDir(real)
+	if err != nil {
+		return err
+	}
+	at := real
+	for _, c := range strings.Split(rel, "/") {
+		if c == "." || c == "" {
+			continue
+		}
+		next, err := mkdirOpen(dfd, c)
+		unix.Close(dfd)
+		if err != nil {
+			return &fs.PathError{Op: "mkdir", Path: filepath.Join(at, c), Err: err}
+		}
+		dfd, at = next, filepath.Join(at, c)
+	}
+	defer unix.Close(dfd)
+	return writeAtomicAt(dfd, at, filepath.Base(name), data, st)
+}
+
+// mkdirOpen opens the directory name in dfd without following a symlink,
+// making it first if it is missing (mode 0700; as root, owned as dfd is).
+func mkdirOpen(dfd int, name string) (int, error) {
+	err := unix.Mkdirat(dfd, name, 0o700)
+	made := err == nil
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return -1, err
+	}
+	if made && os.Geteuid() == 0 {
+		var pst unix.Stat_t
+		if err := unix.Fstat(dfd, &pst); err != nil {
+			return -1, err
+		}
+		if err := unix.Fchownat(dfd, name, int(pst.Uid), int(pst.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return -1, err
+		}
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return -1, fmt.Errorf("not a directory (a symlink?): %w", err)
+	}
+	return fd, err
+}
+
+// writeAtomicAt is writeAtomic in the directory dfd (named dir in errors).
+func writeAtomicAt(dfd int, dir, base string, data []byte, st fs.FileInfo) error {
+	var err error
 	var fd int
 	var tmp string
 	for range 100 {
@@ -106,7 +193,7 @@ func writeAtomic(name string, data []byte, st fs.FileInfo) error {
 		return err
 	}
 	if err := unix.Renameat(dfd, tmp, dfd, base); err != nil {
-		return &fs.PathError{Op: "rename", Path: name, Err: err}
+		return &fs.PathError{Op: "rename", Path: filepath.Join(dir, base), Err: err}
 	}
 	renamed = true
 	return nil

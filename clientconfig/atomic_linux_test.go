@@ -49,7 +49,7 @@ func TestWriteRefusesSwappedDirectory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_, err = r.Write()
+		_, err = r.Write(filepath.Join(base, "state"))
 		if !swap {
 			if err != nil {
 				t.Fatalf("control: %v", err)

@@ -23,3 +23,11 @@ func writeAtomic(name string, data []byte, st fs.FileInfo) error {
 	}
 	return os.Rename(tmp, name)
 }
+
+func writeBackup(dir, file string, data []byte, st fs.FileInfo) error {
+	name := BackupPath(dir, file)
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return err
+	}
+	return writeAtomic(name, data, st)
+}

@@ -46,6 +46,20 @@ type Env struct {
 	XDGConfigHome string
 	// CodexHome is $CODEX_HOME; empty means Home/.codex.
 	CodexHome string
+	// XDGStateHome is $XDG_STATE_HOME; empty (or, as the XDG base
+	// directory specification says, relative) means Home/.local/state.
+	XDGStateHome string
+}
+
+// BackupDir is the directory below which rootfs wrap keeps the files it
+// rewrote, as they were (see Result.Write): rootfs/backups in the user's
+// state directory.
+func (e Env) BackupDir() string {
+	state := e.XDGStateHome
+	if !filepath.IsAbs(state) {
+		state = filepath.Join(e.Home, ".local", "state")
+	}
+	return filepath.Join(state, "rootfs", "backups")
 }
 
 func (e Env) config() string {
@@ -65,6 +79,32 @@ type Location struct {
 	// entries; a "*" segment stands for every member. TOML files use
 	// /mcp_servers.
 	Servers []string
+}
+
+// Shared reports whether loc's file is likely to reach other machines,
+// where an absolute path to this machine's rootfs names nothing: a
+// project's file (meant to be committed with the project), or any file in
+// a git work tree other than the home directory itself (a dotfiles
+// repository holding $XDG_CONFIG_HOME, say). A home directory that is a
+// work tree does not count: its ~/.claude.json and the like are this
+// machine's and seldom committed, and the user's own files are where an
+// absolute path helps (see the package doc).
+func Shared(loc Location, e Env) bool {
+	if loc.Scope == "project" {
+		return true
+	}
+	home := filepath.Clean(e.Home)
+	for d := filepath.Dir(filepath.Clean(loc.Path)); ; d = filepath.Dir(d) {
+		if d == home {
+			return false
+		}
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return true
+		}
+		if filepath.Dir(d) == d {
+			return false
+		}
+	}
 }
 
 // Clients are the clients rootfs wrap knows, in the order it visits them.
@@ -149,7 +189,7 @@ type Action int
 
 const (
 	Wrapped        Action = iota // now runs under rootfs
-	Updated                      // already wrapped; --setenv added for new env names
+	Updated                      // already wrapped; Detail says what changed (a --setenv added, the command)
 	AlreadyWrapped               // already wrapped; nothing to do
 	Unwrapped                    // restored
 	NotWrapped                   // unwrap: not under rootfs; nothing to do
@@ -160,14 +200,16 @@ const (
 type Change struct {
 	Server string // its name; for a Claude Code project entry, "NAME (project DIR)"
 	Action Action
-	Detail string // why, for Skipped
+	Detail string // why, for Skipped; what, for Updated
 }
 
 // Options are the choices the caller makes for every entry.
 type Options struct {
 	// Rootfs is the command written into wrapped entries; required for
 	// Wrap. Both Wrap and Unwrap treat it, and any command whose file is
-	// named rootfs, as rootfs.
+	// named rootfs, as rootfs. When it is a bare name ("rootfs", looked up
+	// on PATH), Wrap also gives it to wrapped entries that run rootfs by an
+	// absolute path.
 	Rootfs string
 }
 
@@ -196,9 +238,17 @@ const MaxFileSize = 64 << 20
 // (a running client rewrote it); nothing was written.
 var ErrChanged = errors.New("the file changed while rootfs was rewriting it (is the client running?); nothing written, run again")
 
-// BackupSuffix is appended to a file's name for the copy made before it is
-// rewritten.
-const BackupSuffix = ".rootfs-backup"
+// LegacyBackupSuffix named the copy that rootfs wrap kept beside a file
+// before backups moved to BackupDir, where a git work tree does not list
+// them as untracked files. Nothing writes it any more.
+const LegacyBackupSuffix = ".rootfs-backup"
+
+// BackupPath is where Write keeps the old contents of file (absolute, its
+// symlinks resolved) below the backup directory dir: at the file's whole
+// path, so each file has its own and a person finds it by the file's name.
+func BackupPath(dir, file string) string {
+	return filepath.Join(dir, file)
+}
 
 // Plan reads loc's file and computes the rewrite; it writes nothing. It
 // returns an error wrapping fs.ErrNotExist when the file does not exist.
@@ -236,21 +286,31 @@ func Plan(loc Location, op Op, opt Options) (*Result, error) {
 	return &Result{Location: loc, Old: old, New: newb, Changes: changes, st: st, target: target}, nil
 }
 
-// Write saves the old contents beside the file (its name plus BackupSuffix,
-// replacing an older backup) and then replaces the file in one step (a new
-// file renamed over it, with the old one's permissions and, as root, its
-// owner), so a client reading it never sees half a file. A symlinked file is written at its target. It
-// returns the backup's path; it does nothing when nothing changed.
-func (r *Result) Write() (backup string, err error) {
+// Write saves the old contents below backupDir (at BackupPath, replacing an
+// older backup of the same file; directories it makes there are private
+// to the user, since configurations hold tokens) and then replaces the
+// file in one step (a new file renamed over it, with the old one's
+// permissions and, as root, its owner), so a client reading it never sees
+// half a file. A symlinked file is written at its target. It returns the
+// backup's path; it does nothing when nothing changed.
+//
+// Backups stay out of the file's directory: in a project that is a git
+// work tree, a copy beside .vscode/mcp.json shows up as an untracked file
+// and is easily committed. Unwrap does not need them; they are for a
+// person who wants the old bytes back.
+func (r *Result) Write(backupDir string) (backup string, err error) {
 	if !r.Changed() {
 		return "", nil
+	}
+	if !filepath.IsAbs(backupDir) {
+		return "", fmt.Errorf("backup directory %q is not an absolute path", backupDir)
 	}
 	// A client that rewrote the file since Plan would lose its change.
 	if now, err := readFile(r.target); err != nil || !bytes.Equal(now, r.Old) {
 		return "", ErrChanged
 	}
-	backup = r.target + BackupSuffix
-	if err := writeAtomic(backup, r.Old, r.st); err != nil {
+	backup = BackupPath(backupDir, r.target)
+	if err := writeBackup(backupDir, r.target, r.Old, r.st); err != nil {
 		return "", fmt.Errorf("backup: %w", err)
 	}
 	if err := writeAtomic(r.target, r.New, r.st); err != nil {

@@ -38,6 +38,7 @@ var fixtures = []fixture{
 	{"gemini-settings.json", JSONC, []string{"/mcpServers"}},
 	{"codex-config.toml", TOML, []string{"/mcp_servers"}},
 	{"codex-inline.toml", TOML, []string{"/mcp_servers"}},
+	{"codex-comments.toml", TOML, []string{"/mcp_servers"}},
 }
 
 func (f fixture) read(t *testing.T) []byte {
@@ -342,11 +343,13 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestPlanWrite writes through Plan/Write: a backup beside the file holds
-// the old bytes, the file the new ones, its mode is kept, and a symlinked
-// file is written at its target.
+// TestPlanWrite writes through Plan/Write: a backup in the backup
+// directory, at the file's path, holds the old bytes, nothing is added
+// beside the file, the file holds the new bytes, its mode is kept, and a
+// symlinked file is written at its target.
 func TestPlanWrite(t *testing.T) {
 	dir := t.TempDir()
+	backups := filepath.Join(t.TempDir(), "state", "rootfs", "backups")
 	real := filepath.Join(dir, "real.json")
 	orig := fixtures[0].read(t)
 	if err := os.WriteFile(real, orig, 0o600); err != nil {
@@ -367,15 +370,21 @@ func TestPlanWrite(t *testing.T) {
 	if b, _ := os.ReadFile(real); !bytes.Equal(b, orig) {
 		t.Fatal("Plan wrote the file")
 	}
-	backup, err := r.Write()
+	backup, err := r.Write(backups)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if backup != real+BackupSuffix {
-		t.Errorf("backup %s, want %s", backup, real+BackupSuffix)
+	if want := filepath.Join(backups, real); backup != want {
+		t.Errorf("backup %s, want %s", backup, want)
 	}
 	if b, _ := os.ReadFile(backup); !bytes.Equal(b, orig) {
 		t.Error("backup does not hold the old bytes")
+	}
+	if fi, err := os.Stat(filepath.Dir(backup)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the backup's directory: %v, want mode 0700", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("the file's directory holds %d entries, want the file and the link", len(ents))
 	}
 	if b, _ := os.ReadFile(real); !bytes.Equal(b, r.New) {
 		t.Error("file does not hold the new bytes")
@@ -406,13 +415,14 @@ func TestWriteRefusesChangedFile(t *testing.T) {
 	if err := os.WriteFile(p, theirs, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Write(); !errors.Is(err, ErrChanged) {
+	backups := t.TempDir()
+	if _, err := r.Write(backups); !errors.Is(err, ErrChanged) {
 		t.Fatalf("Write: %v, want ErrChanged", err)
 	}
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, theirs) {
 		t.Error("the client's change was overwritten")
 	}
-	if _, err := os.Stat(p + BackupSuffix); err == nil {
+	if _, err := os.Stat(BackupPath(backups, p)); err == nil {
 		t.Error("a backup was made")
 	}
 }
@@ -430,5 +440,69 @@ func TestPlanRefusesHugeFile(t *testing.T) {
 	f.Close()
 	if _, err := Plan(Location{Path: p, Format: JSONC}, Wrap, Options{Rootfs: testRootfs}); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("Plan: %v, want a size error", err)
+	}
+}
+
+// TestShared: project files and files in a git work tree below the home
+// directory are shared; the user's own files are not, even when the home
+// directory itself is a work tree.
+func TestShared(t *testing.T) {
+	home := t.TempDir()
+	other := t.TempDir()
+	for _, d := range []string{".git", "dotfiles/.git", "dotfiles/config/Code/User", ".config/Code/User"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(other, "repo", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := Env{Home: home}
+	for _, tt := range []struct {
+		name  string
+		loc   Location
+		share bool
+	}{
+		{"a project file", Location{Scope: "project", Path: filepath.Join(other, "app", ".mcp.json")}, true},
+		{"the user's file in a home that is a work tree", Location{Scope: "user", Path: filepath.Join(home, ".claude.json")}, false},
+		{"the user's file below it", Location{Scope: "user", Path: filepath.Join(home, ".config", "Code", "User", "mcp.json")}, false},
+		{"a user file in a dotfiles repository", Location{Scope: "user", Path: filepath.Join(home, "dotfiles", "config", "Code", "User", "mcp.json")}, true},
+		{"a user file in a work tree outside home", Location{Scope: "user", Path: filepath.Join(other, "repo", "codex", "config.toml")}, true},
+		{"a user file outside home and any work tree", Location{Scope: "user", Path: filepath.Join(other, "codex", "config.toml")}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Shared(tt.loc, e); got != tt.share {
+				t.Errorf("Shared(%s) = %v, want %v", tt.loc.Path, got, tt.share)
+			}
+		})
+	}
+}
+
+// TestBareRootfsReplacesAbsolute: wrapping with a bare command (a shared
+// file) gives it to entries an earlier wrap wrote with an absolute path,
+// in both formats, and nothing else changes; with an absolute command such
+// entries stay as they are.
+func TestBareRootfsReplacesAbsolute(t *testing.T) {
+	for _, tt := range []struct {
+		format   Format
+		in, want string
+		pointers []string
+	}{
+		{JSONC, `{"servers": {"a": {"command": "/home/me/go/bin/rootfs", "args": ["run", "--", "x"]}}}`,
+			`{"servers": {"a": {"command": "rootfs", "args": ["run", "--", "x"]}}}`, []string{"/servers"}},
+		{TOML, "[mcp_servers.a]\ncommand = '/home/me/go/bin/rootfs' # mine\nargs = [\"run\", \"--\", \"x\"]\n",
+			"[mcp_servers.a]\ncommand = \"rootfs\" # mine\nargs = [\"run\", \"--\", \"x\"]\n", []string{"/mcp_servers"}},
+	} {
+		out, changes, err := Rewrite([]byte(tt.in), tt.format, tt.pointers, Wrap, Options{Rootfs: "rootfs"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != tt.want || len(changes) != 1 || changes[0].Action != Updated || !strings.Contains(changes[0].Detail, "instead of /home/me/go/bin/rootfs") {
+			t.Errorf("got %s %s\nwant %s", out, report(changes), tt.want)
+		}
+		same, changes, _ := Rewrite([]byte(tt.in), tt.format, tt.pointers, Wrap, Options{Rootfs: testRootfs})
+		if string(same) != tt.in || changes[0].Action != AlreadyWrapped {
+			t.Errorf("with an absolute command: %s %s", same, report(changes))
+		}
 	}
 }

@@ -9,7 +9,10 @@
 //
 //	{command: ROOTFS, args: ["run", "--setenv", N, ..., "--", CMD, A...], env: {N: ...}}
 //
-// where ROOTFS is the path the caller chose (Options.Rootfs). The env block
+// where ROOTFS is the command the caller chose (Options.Rootfs): rootfs wrap
+// gives files others check out (Shared) the bare name "rootfs", and the
+// user's own files an absolute path, which a client with a minimal PATH
+// still finds. The env block
 // stays: the client still sets it on the rootfs process, and each name's
 // "--setenv N" passes that value on into the sandbox, whose environment
 // otherwise starts nearly empty. Unwrap derives the original entry from this
@@ -36,6 +39,15 @@
 // survives the round trip; one written right after the command on its line
 // (or, in a TOML inline table, which has no room for the comment, right
 // after the command) is removed, which means the same to every client.
+//
+// In TOML, comments on the lines right above the command's line (as
+// indented as it, with no blank line between) and at the end of that line
+// describe the command, so they move with its literal: wrap gives the
+// literal a line of its own in args, after "run ... --", with those
+// comment lines before it and the line's comment after it, and unwrap
+// moves them back when args has exactly that form. The command's line is
+// left with rootfs alone. An inline table has no room for comments; the
+// comment after it describes the whole entry and stays.
 //
 // # Servers left alone
 //

@@ -2,6 +2,8 @@ package clientconfig
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -39,6 +41,20 @@ type editor interface {
 	quote(s string) string
 }
 
+// commandMover is an editor whose format keeps comments on lines of their
+// own or at a line's end (TOML), where the comments describing the command
+// must move with it. Each method reports false when it did nothing, and
+// the editor's other methods then do the move.
+type commandMover interface {
+	// wrapCommand puts the quoted front and then the command's literal at
+	// the front of args (made when absent) and writes rootfs, quoted, as
+	// the command.
+	wrapCommand(front []string, rootfs string) bool
+	// unwrapCommand makes the literal args[cmd] the command again and
+	// removes args[:cmd+1], and args when wrapCommand added it.
+	unwrapCommand(cmd int) bool
+}
+
 // wrappedShape recognises "run [--setenv NAME]... -- CMD [ARG...]" and
 // returns the names and the index of CMD.
 func wrappedShape(args []string) (setenv []string, cmd int, ok bool) {
@@ -54,6 +70,12 @@ func wrappedShape(args []string) (setenv []string, cmd int, ok bool) {
 		return setenv, i + 1, true
 	}
 	return nil, 0, false
+}
+
+// bare reports whether command is a name to look up on PATH rather than a
+// path.
+func bare(command string) bool {
+	return command != "" && !strings.Contains(command, "/")
 }
 
 func validEnvName(s string) bool {
@@ -85,12 +107,23 @@ func (e *entry) wrap(opt Options) Change {
 				missing = append(missing, "--setenv", n)
 			}
 		}
-		if len(missing) == 0 {
+		var did []string
+		if len(missing) > 0 {
+			e.ed.spliceArgs(cmd-1, cmd-1, e.quoteAll(missing))
+			did = append(did, "--setenv added for new env names")
+		}
+		// An absolute path names a file on one machine; where the caller
+		// asks for a command looked up on PATH (a shared file), an entry an
+		// earlier wrap wrote with this machine's path gets it too.
+		if bare(opt.Rootfs) && filepath.IsAbs(e.command) && filepath.Base(e.command) == opt.Rootfs {
+			e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
+			did = append(did, fmt.Sprintf("runs %q from PATH instead of %s", opt.Rootfs, e.command))
+		}
+		if len(did) == 0 {
 			c.Action = AlreadyWrapped
 			return c
 		}
-		e.ed.spliceArgs(cmd-1, cmd-1, e.quoteAll(missing))
-		c.Action = Updated
+		c.Action, c.Detail = Updated, strings.Join(did, "; ")
 		return c
 	}
 	front := []string{"run"}
@@ -98,13 +131,15 @@ func (e *entry) wrap(opt Options) Change {
 		front = append(front, "--setenv", n)
 	}
 	front = append(front, "--")
-	raw := append(e.quoteAll(front), e.ed.commandRaw())
-	if e.hasArgs {
-		e.ed.spliceArgs(0, 0, raw)
-	} else {
-		e.ed.addArgs(raw)
+	if m, ok := e.ed.(commandMover); !ok || !m.wrapCommand(e.quoteAll(front), e.ed.quote(opt.Rootfs)) {
+		raw := append(e.quoteAll(front), e.ed.commandRaw())
+		if e.hasArgs {
+			e.ed.spliceArgs(0, 0, raw)
+		} else {
+			e.ed.addArgs(raw)
+		}
+		e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
 	}
-	e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
 	c.Action, c.Detail = Wrapped, e.note
 	return c
 }
@@ -127,12 +162,14 @@ func (e *entry) unwrap(opt Options) Change {
 		c.Action, c.Detail = Skipped, "runs rootfs with arguments rootfs wrap does not write; edit it by hand"
 		return c
 	}
-	raw := e.ed.argRaw(cmd)
-	e.ed.spliceArgs(0, cmd+1, nil)
-	if cmd+1 == len(e.args) {
-		e.ed.dropAddedArgs()
+	if m, ok := e.ed.(commandMover); !ok || !m.unwrapCommand(cmd) {
+		raw := e.ed.argRaw(cmd)
+		e.ed.spliceArgs(0, cmd+1, nil)
+		if cmd+1 == len(e.args) {
+			e.ed.dropAddedArgs()
+		}
+		e.ed.setCommandRaw(raw)
 	}
-	e.ed.setCommandRaw(raw)
 	c.Action = Unwrapped
 	return c
 }

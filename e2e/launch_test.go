@@ -665,11 +665,14 @@ func TestLaunchWorkingDirectoryIsTheFallbackRoot(t *testing.T) {
 	noRoots := map[string]any{}
 	env := map[string]string{"HOME": home}
 
-	tr := runTS(t, wrap(rootfs, nil, naive), scenario{Env: env, Cwd: proj, Capabilities: noRoots, Steps: []step{
+	// At the default level the choice is not logged (TestQuietByDefault);
+	// --log-level debug says which root it chose.
+	tr := runTS(t, wrap(rootfs, []string{"--log-level", "debug"}, naive), scenario{Env: env, Cwd: proj, Capabilities: noRoots, Steps: []step{
 		until("plan", "read_file", map[string]any{"path": inView(proj) + "/plan.md"}, []string{"the plan"}, nil),
 	}})
 	r := tr.step(t, "plan")
 	expect(t, kindWorks, "a client without roots and no --root: the working directory is the root", r.Satisfied, "%s\nstderr:\n%s", r, tr.stderr)
+	expect(t, kindWorks, "the debug log says which root it chose", strings.Contains(tr.stderr, "the working directory is a root") && strings.Contains(tr.stderr, proj), "stderr:\n%s", tr.stderr)
 
 	// Started in the home directory itself: no root; once the client turns out to declare
 	// none, rootfs refuses in one line naming --root (and the server is stopped).

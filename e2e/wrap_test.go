@@ -21,13 +21,19 @@ import (
 // TestWrapConfig runs "rootfs wrap" on a VS Code project file (with
 // comments) naming the naive server, then starts the entry exactly as the
 // file now says, as a client would, with a go-sdk client: the server gets
-// its roots and cannot read a host file outside them. The negative control
-// is the original entry, whose server reads that file. "rootfs unwrap" then
-// restores the file byte for byte.
+// its roots and cannot read a host file outside them. A project file is
+// shared, so the entry runs "rootfs" from PATH, where the test puts it. The
+// negative control is the original entry, whose server reads that file.
+// "rootfs unwrap" then restores the file byte for byte.
 func TestWrapConfig(t *testing.T) {
 	rootfs := buildRootfs(t)
 	naive := buildNaive(t)
 	f := newFixture(t, "proj-alpha")
+	bin := t.TempDir()
+	if err := os.Symlink(rootfs, filepath.Join(bin, "rootfs")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(filepath.ListSeparator)+os.Getenv("PATH"))
 
 	home := t.TempDir()
 	project := filepath.Join(home, "src", "app")
@@ -109,8 +115,11 @@ func TestWrapConfig(t *testing.T) {
 		return cs, stderr, err
 	}
 
+	if strings.Contains(out, "not on your PATH") {
+		t.Errorf("wrap warns that rootfs is not on PATH, though it is:\n%s", out)
+	}
 	argv, env := entry(wrapped)
-	if argv[0] != rootfs || !slices.Contains(argv, "--setenv") {
+	if argv[0] != "rootfs" || !slices.Contains(argv, "--setenv") {
 		t.Fatalf("wrapped entry: %q", argv)
 	}
 	setenvName := runFlagSetenvName(t, rootfs)

@@ -383,7 +383,7 @@ func (b *Bridge) useStatic(reason string) bool {
 				zap.String("reason", reason))
 		}
 	} else {
-		b.log.Info("using the static roots", zap.String("reason", reason), zap.Int("roots", len(b.opts.Static)))
+		b.log.Debug("using the static roots", zap.String("reason", reason), zap.Int("roots", len(b.opts.Static)))
 	}
 	return b.install(b.opts.Static, "static")
 }
@@ -393,7 +393,7 @@ func (b *Bridge) useStatic(reason string) bool {
 func (b *Bridge) install(roots []vfs.Root, source string) bool {
 	t, err := b.opts.View.Install(vfs.UnionRoots(roots, b.opts.Pinned))
 	for _, s := range t.Skipped() {
-		b.log.Warn("root skipped", zap.String("source", source), zap.String("uri", s.Root.URI), zap.Error(s.Reason))
+		b.log.Warn("root skipped", zap.String("source", source), s.Root.LogField(), zap.Error(s.Reason))
 	}
 	if err != nil {
 		b.log.Error("view swap failed; keeping the previous view", zap.Error(err))
@@ -401,10 +401,10 @@ func (b *Bridge) install(roots []vfs.Root, source string) bool {
 	}
 	for _, e := range t.Entries() {
 		if e.Displaced != nil {
-			b.log.Warn("root not at its own path", zap.String("uri", e.Root.URI), zap.String("in_view", e.InView()), zap.String("reason", e.Displaced.Error()))
+			b.log.Warn("root not at its own path", e.Root.LogField(), zap.String("in_view", e.InView()), zap.String("reason", e.Displaced.Error()))
 		}
 	}
-	b.log.Info("roots installed", zap.String("source", source), zap.Int("entries", len(t.Entries())),
+	b.log.Debug("roots installed", zap.String("source", source), zap.Int("entries", len(t.Entries())),
 		zap.Int("skipped", len(t.Skipped())))
 	return true
 }

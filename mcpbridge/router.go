@@ -281,7 +281,7 @@ func (b *Bridge) editInitialize(e *envelope) []byte {
 		return msg
 	}
 	b.roots.declare(declared, listChanged)
-	b.log.Info("client initialize", zap.Bool("roots", declared), zap.Bool("list_changed", listChanged))
+	b.log.Debug("client initialize", zap.Bool("roots", declared), zap.Bool("list_changed", listChanged))
 	return msg
 }
 

@@ -215,6 +215,39 @@ rootfs run -- /bin/sh -c 'exit 7' </dev/null
 echo "run exit $?"
 `
 
+// TestPackageVersionAgrees builds the .deb with scripts/package and
+// expects the version it carries to be the one its binary's --version and
+// its man page name. Building fetches nfpm through the Go module proxy, so
+// -short skips it.
+func TestPackageVersionAgrees(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds the package")
+	}
+	dpkgDeb, err := exec.LookPath("dpkg-deb")
+	if err != nil {
+		skipOrFail(t, "dpkg-deb is not installed")
+	}
+	deb := buildDeb(t)
+	out, err := exec.Command(dpkgDeb, "-f", deb, "Version").Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb -f %s Version: %v", deb, err)
+	}
+	want := strings.TrimSpace(string(out))
+	dir := t.TempDir()
+	if out, err := exec.Command(dpkgDeb, "-x", deb, dir).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
+	}
+	out, err = exec.Command(filepath.Join(dir, "usr", "bin", "rootfs"), "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "rootfs "+want+" (") {
+		t.Errorf("the package is %s; its rootfs --version says %q (%v)", want, out, err)
+	}
+	out, err = exec.Command("sh", "-c", "gzip -dc "+filepath.Join(dir, "usr", "share", "man", "man1", "rootfs.1.gz")+" | head -1").Output()
+	th := `.TH ROOTFS 1 "" "rootfs ` + strings.ReplaceAll(want, "-", `\-`) + `"`
+	if err != nil || !strings.HasPrefix(string(out), th) {
+		t.Errorf("the package is %s; its man page begins %q (%v), want %q", want, out, err, th)
+	}
+}
+
 // TestDebInFreshDebian installs the .deb that scripts/package builds into a
 // fresh Debian root with apt, which must pull in fuse3 from its dependency,
 // and runs "rootfs doctor" there. The control shows the fresh root has

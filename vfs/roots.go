@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"go.uber.org/zap"
 )
 
 // Root is one root as it arrives: from MCP (uri, name, _meta) or from a
@@ -46,6 +48,16 @@ func UnionRoots(a, b []Root) []Root {
 		out = append(out, r)
 	}
 	return out
+}
+
+// LogField is the root as it was given, for a log line: under "uri" when
+// it is a URI, under "path" when it is a path (from a flag), so that the
+// field's name says what it holds.
+func (r Root) LogField() zap.Field {
+	if u, err := url.Parse(r.URI); err == nil && u.Scheme != "" {
+		return zap.String("uri", r.URI)
+	}
+	return zap.String("path", r.URI)
 }
 
 // Sentinel errors wrapped by Skipped.Reason; callers branch with errors.Is.

@@ -153,3 +153,19 @@ func TestBuildTableRefusesKernelFS(t *testing.T) {
 		t.Fatalf("entries %v, skipped %v: want all four refused as bad roots", tab.Entries(), tab.Skipped())
 	}
 }
+
+// TestRootLogField: a root is logged under a name that says what it holds:
+// a URI under "uri", a path given on the command line under "path".
+func TestRootLogField(t *testing.T) {
+	for _, tt := range []struct{ in, key string }{
+		{"file:///home/me/src", "uri"},
+		{"file://localhost/srv", "uri"},
+		{"http://example.org/x", "uri"},
+		{"/home/me/src", "path"},
+		{"/tmp/a:b", "path"},
+	} {
+		if f := (Root{URI: tt.in}).LogField(); f.Key != tt.key || f.String != tt.in {
+			t.Errorf("%q logged as %s=%q, want %s", tt.in, f.Key, f.String, tt.key)
+		}
+	}
+}

@@ -357,7 +357,7 @@ func (v *View) swap(t *Table) error {
 	v.closeMu.Unlock()
 
 	for _, name := range removed {
-		v.log.Info("root revoked", zap.String("entry", name), zap.String("host", old.byName[name].inc.hostPath))
+		v.log.Debug("root revoked", zap.String("entry", name), zap.String("host", old.byName[name].inc.hostPath))
 	}
 	if err != nil {
 		v.log.Warn("swap: kernel invalidation failed", zap.Error(err))

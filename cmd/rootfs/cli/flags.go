@@ -30,6 +30,19 @@ func (o *RootsOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.RootsFile, "roots-file", "", "read roots from `FILE`, JSON like {\"roots\":[{\"uri\":\"file:///src\",\"name\":\"src\"}]}")
 	f.BoolVar(&o.ReadOnly, "read-only", false, "refuse every change through the view (EROFS); with --strict or in rootfs mount, file locks then stay inside the view and never block host processes")
 	f.StringVar(&o.LogLevel, "log-level", "info", "log `LEVEL` on stderr: debug, info, warn or error")
+	setValues(f, "log-level", "debug", "info", "warn", "error")
+}
+
+// valuesAnnotation is the pflag annotation listing the values a flag
+// accepts, which shell completion offers (completeFlagValue). It sits on
+// the flag itself, so a flag and its values are defined in one place.
+const valuesAnnotation = "rootfs_values"
+
+// setValues records the values flag name accepts, for completion.
+func setValues(f *pflag.FlagSet, name string, values ...string) {
+	if err := f.SetAnnotation(name, valuesAnnotation, values); err != nil {
+		panic(err) // the flag was registered just before: a programming error
+	}
 }
 
 // StaticRoots returns the roots given by --root and --roots-file, in that
@@ -131,6 +144,7 @@ type ViewFlags struct {
 // addLayoutFlag registers --layout with def as the default.
 func (o *ViewFlags) addLayoutFlag(f *pflag.FlagSet, def string) {
 	f.StringVar(&o.Layout, "layout", def, "where roots appear: `host` (each at its own path, below read-only directories that list only what leads to a root) or flat (each at /NAME)")
+	setValues(f, "layout", "host", "flat")
 }
 
 // layout is --layout, checked.

@@ -439,7 +439,7 @@ func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
 		}
 		// Not refused yet: the client may still send roots. The bridge
 		// refuses (NoRoots) once it is clear that it sends none.
-		log.Info("no --root, and started in "+what+", which is never a root: a client that declares no roots is refused; pass --root DIR", zap.String("dir", cwd))
+		log.Debug("no --root, and started in "+what+", which is never a root: a client that declares no roots is refused; pass --root DIR", zap.String("dir", cwd))
 		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and rootfs was started in %s (%s), which it will not serve whole; give --root DIR", ErrUsage, cwd, what)
 	}
 	log.Debug("no --root: the working directory is a root until the client sends its own", zap.String("dir", cwd))
@@ -569,7 +569,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		}
 		return err
 	}
-	log.Info("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
+	log.Debug("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
 	if binds != nil && spec.HostLayout {
 		if err := binds.Attach(srv.Pid(), spec.TmpRoots, tmpKeep); err != nil {
 			log.Warn("roots below /tmp added later will not show in the server's /tmp", zap.Error(err))
@@ -597,7 +597,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 			select {
 			case sig := <-sigs:
 				if sig == syscall.SIGINT || sig == syscall.SIGTERM {
-					log.Info("signal: shutting down", zap.String("signal", sig.String()))
+					log.Debug("signal: shutting down", zap.String("signal", sig.String()))
 					cancel()
 				}
 				srv.Signal(sig)
@@ -708,14 +708,14 @@ func checkBindSources(binds []mountmgr.Bind, writable []string) error {
 
 func logSkipped(log *zap.Logger, t *vfs.Table) {
 	for _, s := range t.Skipped() {
-		log.Warn("root left out", zap.String("uri", s.Root.URI), zap.String("reason", s.Reason.Error()))
+		log.Warn("root left out", s.Root.LogField(), zap.String("reason", s.Reason.Error()))
 	}
 	for _, e := range t.Entries() {
 		if e.Displaced != nil {
 			log.Warn("root not at its own path", zap.String("entry", e.InView()), zap.String("host", e.HostPath), zap.String("reason", e.Displaced.Error()))
 			continue
 		}
-		log.Info("root", zap.String("entry", e.InView()), zap.String("host", e.HostPath))
+		log.Debug("root", zap.String("entry", e.InView()), zap.String("host", e.HostPath))
 	}
 }
 

@@ -180,13 +180,24 @@ func helpText(c command) string {
 }
 
 // completeArgs completes one argument of a command whose flags cobra does
-// not parse: a flag's name, a flag's value by the kind its usage names
-// (`DIR`, `PATH`, `FILE`, `LEVEL`...), an operand by c.operands. After
+// not parse: a flag's name, a flag's value (given as the next argument or
+// after "=") from the values the flag lists (setValues) or by the kind its
+// usage names (`DIR`, `PATH`, `FILE`...), an operand by c.operands. After
 // "--", or for a passThrough command after its first operand, every
 // argument is an operand: "rootfs run -- node --r<TAB>" offers no rootfs
 // flags.
 func completeArgs(c command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 	f := flagSet(c)
+	if name, value, ok := strings.Cut(toComplete, "="); ok && strings.HasPrefix(name, "--") && !slices.Contains(args, "--") {
+		if fl := f.Lookup(name[2:]); fl != nil && (!c.passThrough || !pastOperand(f, args)) {
+			// cobra answers "--flag=v" with whole words, as here.
+			out, dir := completeFlagValue(fl, value)
+			for i := range out {
+				out[i] = name + "=" + out[i]
+			}
+			return out, dir
+		}
+	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -220,21 +231,53 @@ func completeArgs(c command, args []string, toComplete string) ([]cobra.Completi
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
 
+// pastOperand reports whether args (of a passThrough command) hold an
+// operand, after which every argument is the operand's own.
+func pastOperand(f *pflag.FlagSet, args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return true
+		case strings.HasPrefix(a, "--") && !strings.Contains(a, "="):
+			if fl := f.Lookup(a[2:]); fl != nil && fl.NoOptDefVal == "" {
+				i++
+			}
+		case strings.HasPrefix(a, "-") && a != "-":
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// completeFlagValue completes a value of fl: one of the values it lists
+// (for a list flag such as --client, the item after the last comma, not
+// repeating one already given), else by the kind its usage names.
 func completeFlagValue(fl *pflag.Flag, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if values, ok := fl.Annotations[valuesAnnotation]; ok {
+		prefix, partial := "", toComplete
+		var given []string
+		if strings.HasSuffix(fl.Value.Type(), "Slice") {
+			if i := strings.LastIndexByte(toComplete, ','); i >= 0 {
+				prefix, partial = toComplete[:i+1], toComplete[i+1:]
+				given = strings.Split(toComplete[:i], ",")
+			}
+		}
+		var out []cobra.Completion
+		for _, v := range values {
+			if strings.HasPrefix(v, partial) && !slices.Contains(given, v) {
+				out = append(out, prefix+v)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 	kind, _ := pflag.UnquoteUsage(fl)
 	switch kind {
 	case "DIR":
 		return nil, cobra.ShellCompDirectiveFilterDirs
 	case "PATH", "FILE", "SRC[:DST]":
 		return nil, cobra.ShellCompDirectiveDefault
-	case "LEVEL":
-		var out []cobra.Completion
-		for _, l := range []string{"debug", "info", "warn", "error"} {
-			if strings.HasPrefix(l, toComplete) {
-				out = append(out, l)
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 	return nil, cobra.ShellCompDirectiveNoFileComp
 }

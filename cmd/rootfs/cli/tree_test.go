@@ -2,14 +2,20 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/rootfs-dev/rootfs/clientconfig"
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // mainOut runs Main in this process and returns stdout, stderr and status.
@@ -106,6 +112,14 @@ func TestComplete(t *testing.T) {
 		{"mount takes flags after the mountpoint", []string{"mount", "/mnt", "--allow-o"}, []string{"--allow-other\t"}, nil, ":4"},
 		{"doctor has no operands", []string{"doctor", ""}, nil, nil, ":4"},
 		{"help completes command names", []string{"help", "r"}, []string{"run"}, nil, ":4"},
+		{"run --layout's values", []string{"run", "--layout", ""}, []string{"host", "flat"}, nil, ":4"},
+		{"mount --layout's values", []string{"mount", "--layout", "f"}, []string{"flat"}, []string{"host"}, ":4"},
+		{"--layout=", []string{"run", "--layout="}, []string{"--layout=host", "--layout=flat"}, nil, ":4"},
+		{"wrap --client's values", []string{"wrap", "--client", "c"}, []string{"claude-code", "claude-desktop", "cursor", "codex"}, []string{"vscode", "gemini"}, ":4"},
+		{"unwrap --client's values", []string{"unwrap", "--client", ""}, []string{"vscode", "gemini"}, nil, ":4"},
+		{"--client's next item in a list", []string{"wrap", "--client", "vscode,c"}, []string{"vscode,cursor", "vscode,codex"}, []string{"vscode,vscode", "\ncursor"}, ":4"},
+		{"--client=", []string{"wrap", "--client=g"}, []string{"--client=gemini"}, nil, ":4"},
+		{"after run's COMMAND, --layout= is the server's", []string{"run", "node", "--layout="}, nil, []string{"host"}, ":0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			out, errs, code := mainOut(append([]string{"__complete"}, tt.args...)...)
@@ -132,12 +146,34 @@ func TestComplete(t *testing.T) {
 
 func TestDescribeVersion(t *testing.T) {
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"}}
-	if got, want := describe(bi), "v1.2.0 (revision unknown, go1.26.8)"; got != want {
+	if got, want := describe(bi, ""), "v1.2.0 (revision unknown, go1.26.8)"; got != want {
 		t.Errorf("without VCS: %q, want %q", got, want)
 	}
 	bi.Settings = []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abc"}, {Key: "vcs.time", Value: "2026-12-03T05:00:00Z"}, {Key: "vcs.modified", Value: "true"}}
-	if got, want := describe(bi), "v1.2.0 (revision 0123abc of 2026-12-03T05:00:00Z, modified, go1.26.8)"; got != want {
+	if got, want := describe(bi, ""), "v1.2.0 (revision 0123abc of 2026-12-03T05:00:00Z, modified, go1.26.8)"; got != want {
 		t.Errorf("with VCS: %q, want %q", got, want)
+	}
+	if got, want := describe(bi, "1.2.0~rc1"), "1.2.0~rc1 (revision 0123abc of 2026-12-03T05:00:00Z, modified, go1.26.8)"; got != want {
+		t.Errorf("linked with a version: %q, want %q", got, want)
+	}
+}
+
+// TestLinkedVersionEverywhere builds rootfs the way the packages do, with
+// its version linked in, and expects --version, "rootfs version" and the
+// man page to say that version, the one the package carries.
+func TestLinkedVersionEverywhere(t *testing.T) {
+	const v = "1.2.3~git20261204.0123abcdef01"
+	bin := buildBinary(t, "-ldflags=-X github.com/rootfs-dev/rootfs/cmd/rootfs/cli.version="+v)
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil || !strings.HasPrefix(string(out), "rootfs "+v+" (") {
+			t.Errorf("rootfs %v = %q (%v), want rootfs %s (...)", args, out, err, v)
+		}
+	}
+	out, err := exec.Command(bin, "man").Output()
+	if want := `.TH ROOTFS 1 "" "rootfs ` + strings.ReplaceAll(v, "-", `\-`) + `"`; err != nil || !strings.HasPrefix(string(out), want) {
+		first, _, _ := strings.Cut(string(out), "\n")
+		t.Errorf("rootfs man begins %q (%v), want %q", first, err, want)
 	}
 }
 
@@ -270,6 +306,12 @@ __start_rootfs 2>/dev/null; printf '%s\n' "${COMPREPLY[@]}"`
 			if out := run(tt.complete, "LINE=rootfs run -- node --ro"); strings.Contains(out, "--root") {
 				t.Errorf("%s offers rootfs's flags to the server: %q", tt.shell, out)
 			}
+			if out := run(tt.complete, "LINE=rootfs wrap --client cl"); !strings.Contains(out, "claude-code") || !strings.Contains(out, "claude-desktop") || strings.Contains(out, "cursor") {
+				t.Errorf("%s completes \"rootfs wrap --client cl\" as %q", tt.shell, out)
+			}
+			if out := run(tt.complete, "LINE=rootfs run --layout f"); !strings.Contains(out, "flat") || strings.Contains(out, "host") {
+				t.Errorf("%s completes \"rootfs run --layout f\" as %q", tt.shell, out)
+			}
 		})
 	}
 }
@@ -331,4 +373,71 @@ func skipOrFail(t *testing.T, reason string) {
 		t.Fatal(reason + " (ROOTFS_REQUIRE_FUSE=1: CI must install it)")
 	}
 	t.Skip(reason)
+}
+
+// TestFlagValuesAccepted: every value completion offers for a flag
+// (setValues) is one its command accepts, and back.
+func TestFlagValuesAccepted(t *testing.T) {
+	accepts := map[string]func(string) error{
+		"layout":    func(v string) error { _, err := vfs.ParseLayout(v); return err },
+		"log-level": func(v string) error { _, err := newLogger(v, io.Discard); return err },
+		"client": func(v string) error {
+			if _, ok := clientconfig.LookupClient(v); !ok {
+				return fmt.Errorf("unknown client %q", v)
+			}
+			return nil
+		},
+	}
+	all := map[string][]string{"client": clientconfig.ClientNames()}
+	for _, name := range commandNames() {
+		flagSet(commands()[name]).VisitAll(func(fl *pflag.Flag) {
+			values, ok := fl.Annotations[valuesAnnotation]
+			if !ok {
+				return
+			}
+			check, ok := accepts[fl.Name]
+			if !ok {
+				t.Errorf("%s --%s lists values this test does not check", name, fl.Name)
+				return
+			}
+			for _, v := range values {
+				if err := check(v); err != nil {
+					t.Errorf("%s --%s %s is offered but refused: %v", name, fl.Name, v, err)
+				}
+			}
+			if want, ok := all[fl.Name]; ok && !slices.Equal(values, want) {
+				t.Errorf("%s --%s offers %q, want %q", name, fl.Name, values, want)
+			}
+		})
+	}
+}
+
+// TestHelpDescribesLayout: "rootfs run --help" and the man page describe
+// the default host layout (each root at its own path, the client's URIs
+// unchanged in roots/list), not the flat layout's file:///NAME alone, and
+// every example that names a root by its flat path /NAME asks for
+// --layout flat.
+func TestHelpDescribesLayout(t *testing.T) {
+	_, help, _ := mainOut("run", "--help")
+	page := ManPage()
+	for _, want := range []string{"its own host path", "client's URIs unchanged", "--layout flat"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("rootfs run --help lacks %q", want)
+		}
+		if !strings.Contains(page, roffText(want)) {
+			t.Errorf("the man page lacks %q", want)
+		}
+	}
+	for _, text := range []string{help, page} {
+		if strings.Contains(text, "<entry>") || strings.Contains(text, "file:///<") {
+			t.Errorf("still describes roots/list with file:///<entry>")
+		}
+	}
+	_, examples, _ := strings.Cut(help, "\nExamples:\n")
+	examples, _, _ = strings.Cut(examples, "\n\n")
+	for _, line := range strings.Split(examples, "\n") {
+		if strings.Contains(line, " /app") && !strings.Contains(line, "--layout flat") {
+			t.Errorf("example names the flat path /app in host layout: %s", strings.TrimSpace(line))
+		}
+	}
 }

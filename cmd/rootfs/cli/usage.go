@@ -10,13 +10,17 @@ its roots (roots/list), and starts COMMAND in private namespaces whose / is a
 FUSE view holding exactly those roots, plus read-only runtime directories
 (/usr, /bin, /lib*, a short list from /etc), a minimal /dev, a fresh /proc and
 a private /tmp. COMMAND runs with no capabilities, no_new_privs and a seccomp
-filter. When the client's roots change, the view changes in one step while
-COMMAND keeps running, and COMMAND's own roots/list is answered with URIs
-inside the view (file:///<entry>). Static roots (--root, --roots-file) are in
-the view before COMMAND starts; client roots arrive after initialize. With
-no --root and a client that declares no roots, the root is the directory
-rootfs was started in; started in / or the home directory, rootfs then
-refuses (125) and asks for --root.
+filter. Each root is at its own host path (--layout host, the default), below
+read-only directories that list only what leads to a root, so COMMAND's own
+roots/list is answered with the client's URIs unchanged; a root that is /,
+or lies in or holds a directory the sandbox provides itself, is at /NAME
+instead (NAME: its last path element), and its URI says so. --layout flat
+puts every root at /NAME, and the URIs are file:///NAME. When the client's
+roots change, the view changes in one step while COMMAND keeps running.
+Static roots (--root, --roots-file) are in the view before COMMAND starts;
+client roots arrive after initialize. With no --root and a client that
+declares no roots, the root is the directory rootfs was started in; started
+in / or the home directory, rootfs then refuses (125) and asks for --root.
 
 What COMMAND needs to start is bound read-only at the same path (unless
 --no-auto-bind): the executable through PATH and every symlink, its #!
@@ -28,14 +32,16 @@ sandbox. Never the home directory, / or a directory holding credentials
 (then only the files), nor anything named through a file the server can
 write (a read-write root's symlinks, #! lines, pyvenv.cfg). An exec error names what is missing (interpreter,
 symlink target, loader) and the flag that fixes it. A COMMAND path inside a
-static root ("/app/bin/server") runs from the view.
+static root ("~/src/app/bin/server" with --root ~/src/app) runs from the
+view.
 
 Examples:
   rootfs run -- npx -y @modelcontextprotocol/server-filesystem
   rootfs run --git-identity -- ~/.venvs/git/bin/mcp-server-git
-  rootfs run --root ~/src/app -- /app/bin/server
+  rootfs run --root ~/src/app -- ~/src/app/bin/server
   rootfs run --setenv GITHUB_PERSONAL_ACCESS_TOKEN -- npx -y @modelcontextprotocol/server-github
-  rootfs run --root ~/src/app --read-only -- /usr/bin/node server.js /app
+  rootfs run --root ~/src/app --read-only -- /usr/bin/node server.js ~/src/app
+  rootfs run --layout flat --root ~/src/app -- /usr/bin/node /app/server.js /app
   rootfs run --allow ~/src --ro-bind ~/src/tool -- node ./dist/index.js
 
 Exit status:
@@ -55,8 +61,10 @@ const mountUsage = `rootfs mount: mount the roots view for a person to inspect
 Synopsis:
   rootfs mount [--root PATH|URI]... [--roots-file FILE] [--read-only] MOUNTPOINT
 
-The view's top-level entries are exactly the roots; below each is the host
-tree, contained so that no symlink or rename leads out of it. rootfs prints
+The view's top-level entries are exactly the roots, each at /NAME (its last
+path element; --layout host puts each at its own path, as rootfs run does);
+below each is the host tree, contained so that no symlink or rename leads
+out of it. rootfs prints
 what it mounted, serves in the foreground, re-reads --roots-file on SIGHUP
 (a bad file keeps the old view), and unmounts on SIGINT or SIGTERM.
 
@@ -94,19 +102,25 @@ server runs under "rootfs run":
 
   {"command": "npx", "args": ["-y", "pkg"], "env": {"TOKEN": "..."}}
   becomes
-  {"command": "/usr/bin/rootfs", "args": ["run", "--setenv", "TOKEN", "--", "npx", "-y", "pkg"], "env": {"TOKEN": "..."}}
+  {"command": "rootfs", "args": ["run", "--setenv", "TOKEN", "--", "npx", "-y", "pkg"], "env": {"TOKEN": "..."}}
 
 Each env name becomes --setenv NAME, which passes the value the client sets
 on rootfs on into the sandbox. HTTP and SSE servers, and entries that already
 run rootfs, are left alone and reported. Comments and layout are kept; only
 the command and the front of args change. Before writing a file, rootfs keeps
-its old contents beside it, in FILE.rootfs-backup. Wrapping twice changes
+its old contents outside it, at the file's full path below
+~/.local/state/rootfs/backups ($XDG_STATE_HOME/rootfs/backups), where a git
+work tree does not list them as untracked files. Wrapping twice changes
 nothing; "rootfs unwrap" restores the entries exactly.
 
-The command written is this binary's absolute path, because clients start
-servers with their own, often minimal, PATH; --rootfs rootfs writes the bare
-name instead (for project files shared with others). Quit Claude Code before
-wrapping ~/.claude.json: it rewrites that file while it runs.
+The command written depends on who reads the file. Project files, and any
+file in a git work tree other than your home directory itself, are checked
+out on other machines: they get "rootfs", looked up on PATH (wrap warns when
+it is not on yours), and an entry an older wrap gave an absolute path gets
+it too. Your own files get this binary's absolute path, because clients
+start servers with their own, often minimal, PATH. --rootfs PATH writes PATH
+into every file. Quit Claude Code before wrapping ~/.claude.json: it
+rewrites that file while it runs.
 
 Files, per --client NAME:
   vscode          .vscode/mcp.json, ~/.config/Code/User/mcp.json
@@ -142,7 +156,8 @@ Restores each entry of the form
 to COMMAND [ARG...], from the entry alone (no backup needed), in the same
 files "rootfs wrap" changes. Entries that run rootfs with other flags
 (--root, --read-only, ...) were not written by wrap and are left alone and
-reported. The old contents are kept in FILE.rootfs-backup.
+reported. The old contents are kept as rootfs wrap keeps them, below
+~/.local/state/rootfs/backups.
 
 Exit status:
   as for rootfs wrap.

@@ -21,18 +21,20 @@ type WrapOptions struct {
 	Clients []string // --client; empty means every client with a config file
 	Project string   // --project; empty means the current directory
 	DryRun  bool
-	// Rootfs is the command written into wrapped entries; empty means this
-	// binary's absolute path (see rootfsCommand). Both commands also treat
-	// it as rootfs when they look for wrapped entries.
+	// Rootfs is the command written into wrapped entries; empty means
+	// "rootfs" in files others share (clientconfig.Shared) and this
+	// binary's absolute path in the user's own (see rootfsCommand). Both
+	// commands also treat it as rootfs when they look for wrapped entries.
 	Rootfs string
 }
 
 // AddFlags registers the flags on f.
 func (o *WrapOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.Clients, "client", nil, "only this client's files: "+strings.Join(clientconfig.ClientNames(), ", ")+" (repeatable or comma-separated; default: every client with a config file here or in your home)")
+	setValues(f, "client", clientconfig.ClientNames()...)
 	f.StringVar(&o.Project, "project", "", "the project `DIR` whose files (.vscode/mcp.json, .mcp.json, ...) to change (default: the current directory)")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print a unified diff of each change on stdout and write nothing")
-	f.StringVar(&o.Rootfs, "rootfs", "", "write `PATH` as the command (default: the absolute path of this rootfs binary; \"rootfs\" looks it up on the client's PATH); unwrap: also treat PATH as rootfs")
+	f.StringVar(&o.Rootfs, "rootfs", "", "write `PATH` as the command in every file (default: \"rootfs\" in project files and files in a git work tree, this binary's absolute path in your own); unwrap: also treat PATH as rootfs")
 }
 
 // wrapCommand is "rootfs wrap".
@@ -82,12 +84,13 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 	}
 	// Unwrap needs the path too: it recognises entries by it when this
 	// binary is not named rootfs.
-	opt := clientconfig.Options{}
-	if opt.Rootfs, err = rootfsCommand(o.Rootfs); err != nil {
+	abs, err := rootfsCommand(o.Rootfs)
+	if err != nil {
 		return err
 	}
 	seen := map[string]bool{} // one file may be both the project's and the user's
-	found, failed := 0, 0
+	found, failed, written := 0, 0, 0
+	var bareUsed string // a bare command written (or to be) into some file
 	for _, c := range clients {
 		noted := false
 		var looked []string
@@ -99,6 +102,12 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 			}
 			if seen[key] {
 				continue
+			}
+			opt := clientconfig.Options{Rootfs: abs}
+			if op == clientconfig.Wrap && o.Rootfs == "" && clientconfig.Shared(loc, env) {
+				// A file others use gets a command that works on their
+				// machines too; see wrapUsage.
+				opt.Rootfs = "rootfs"
 			}
 			r, err := clientconfig.Plan(loc, op, opt)
 			if errors.Is(err, fs.ErrNotExist) {
@@ -113,6 +122,9 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 			}
 			fmt.Fprintf(stderr, "%s (%s, %s):\n", loc.Path, c.Title, loc.Scope)
 			wrapped := printChanges(stderr, r.Changes)
+			if wrapped && !strings.Contains(opt.Rootfs, "/") {
+				bareUsed = opt.Rootfs
+			}
 			switch {
 			case !r.Changed():
 				fmt.Fprintf(stderr, "  nothing to change\n")
@@ -120,13 +132,18 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 				fmt.Fprint(stdout, r.Diff())
 				fmt.Fprintf(stderr, "  dry run: nothing written\n")
 			default:
-				backup, err := r.Write()
+				backup, err := r.Write(env.BackupDir())
 				if err != nil {
 					fmt.Fprintf(stderr, "  write: %v; the file is as it was\n", err)
 					failed++
 					continue
 				}
 				fmt.Fprintf(stderr, "  written; the previous contents are in %s\n", backup)
+				written++
+				// Older versions kept the backup beside the file.
+				if _, err := os.Lstat(loc.Path + clientconfig.LegacyBackupSuffix); err == nil {
+					fmt.Fprintf(stderr, "  note: %s is an older rootfs backup, no longer kept there; delete it when you no longer need it\n", loc.Path+clientconfig.LegacyBackupSuffix)
+				}
 			}
 			if wrapped && c.Note != "" && !noted {
 				fmt.Fprintf(stderr, "  note: %s\n", c.Note)
@@ -140,10 +157,17 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 	if found == 0 {
 		return &ExitError{Code: 1, Err: fmt.Errorf("no MCP client configuration found for the project in %s or in %s; run it in your project, or see --help for where each client keeps its file", env.Project, env.Home)}
 	}
+	if bareUsed != "" {
+		if _, err := exec.LookPath(bareUsed); err != nil {
+			fmt.Fprintf(stderr, "warning: shared files now run %q, which is not on your PATH: install rootfs in a directory on PATH (/usr/local/bin, say) or clients will not start those servers\n", bareUsed)
+		}
+	}
 	if failed > 0 {
 		return &ExitError{Code: 1, Err: fmt.Errorf("%d file(s) could not be changed (see above)", failed)}
 	}
-	if op == clientconfig.Wrap && !o.DryRun {
+	// A client reads its file when it starts: a restart matters only when a
+	// file changed.
+	if op == clientconfig.Wrap && written > 0 {
 		fmt.Fprintln(stderr, "Restart the clients (or reload their MCP servers) to use the wrapped servers; \"rootfs unwrap\" undoes this.")
 	}
 	return nil
@@ -168,7 +192,7 @@ func printChanges(w io.Writer, changes []clientconfig.Change) bool {
 		case clientconfig.Wrapped:
 			what, wrapped = "wrapped", true
 		case clientconfig.Updated:
-			what, wrapped = "already wrapped; --setenv added for new env names", true
+			what, wrapped = "already wrapped; updated", true
 		case clientconfig.AlreadyWrapped:
 			what = "already wrapped"
 		case clientconfig.Unwrapped:
@@ -202,17 +226,17 @@ func wrapEnv(project string) (clientconfig.Env, error) {
 	if project, err = filepath.Abs(project); err != nil {
 		return clientconfig.Env{}, err
 	}
-	return clientconfig.Env{Home: home, Project: project, XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"), CodexHome: os.Getenv("CODEX_HOME")}, nil
+	return clientconfig.Env{Home: home, Project: project, XDGConfigHome: os.Getenv("XDG_CONFIG_HOME"), CodexHome: os.Getenv("CODEX_HOME"), XDGStateHome: os.Getenv("XDG_STATE_HOME")}, nil
 }
 
-// rootfsCommand is the command wrapped entries run. By default it is the
+// rootfsCommand is the command wrapped entries of the user's own files run
+// (files others share get the bare name, see runWrap). By default it is the
 // absolute path of this binary: clients start servers with whatever PATH
 // they were started with (a desktop app's is minimal and lacks ~/go/bin or
 // ~/.local/bin), so "rootfs" alone would often not be found. When "rootfs"
 // on this PATH is this same binary, its PATH entry is used (/usr/bin/rootfs
 // rather than a symlink's target), so the entry survives a package upgrade
-// that moves the target. --rootfs rootfs writes the bare name, for project
-// files shared through git.
+// that moves the target. --rootfs PATH writes PATH into every file.
 func rootfsCommand(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil

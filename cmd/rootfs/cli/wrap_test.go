@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ func wrapHome(t *testing.T) (vscode, cursor string, vscodeOrig, cursorOrig []byt
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", "")
 	t.Setenv("CODEX_HOME", "")
+	t.Setenv("XDG_STATE_HOME", "")
 	vscode = filepath.Join(project, ".vscode", "mcp.json")
 	cursor = filepath.Join(home, ".cursor", "mcp.json")
 	var err error
@@ -72,14 +74,19 @@ func TestWrapVSCode(t *testing.T) {
 	if !bytes.Contains(got, []byte("// The reference filesystem server")) {
 		t.Error("a comment was lost")
 	}
-	if b := readFile(t, vscode+clientconfig.BackupSuffix); !bytes.Equal(b, vscodeOrig) {
+	backup := filepath.Join(os.Getenv("HOME"), ".local", "state", "rootfs", "backups", vscode)
+	if b := readFile(t, backup); !bytes.Equal(b, vscodeOrig) {
 		t.Error("the backup does not hold the old contents")
 	}
+	if ents, _ := os.ReadDir(filepath.Dir(vscode)); len(ents) != 1 {
+		t.Errorf("wrap left %d files in %s, want only mcp.json", len(ents), filepath.Dir(vscode))
+	}
 	for _, want := range []string{
-		"previous contents are in " + vscode + clientconfig.BackupSuffix,
+		"previous contents are in " + backup,
 		"remote: left alone: a remote server (type \"http\")",
 		"already: already wrapped",
 		"filesystem: wrapped",
+		"Restart the clients",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q", want)
@@ -98,6 +105,9 @@ func TestWrapVSCode(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "nothing to change") {
 		t.Errorf("second wrap did not say nothing changed:\n%s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), "Restart") {
+		t.Errorf("second wrap changed nothing but asks for a restart:\n%s", stderr.String())
 	}
 
 	stderr.Reset()
@@ -133,43 +143,95 @@ func TestWrapDryRun(t *testing.T) {
 	if !bytes.Equal(readFile(t, vscode), vscodeOrig) || !bytes.Equal(readFile(t, cursor), cursorOrig) {
 		t.Error("--dry-run changed a file")
 	}
-	for _, p := range []string{vscode, cursor} {
-		if _, err := os.Stat(p + clientconfig.BackupSuffix); err == nil {
-			t.Errorf("--dry-run wrote %s", p+clientconfig.BackupSuffix)
-		}
+	if _, err := os.Stat(filepath.Join(os.Getenv("HOME"), ".local", "state")); err == nil {
+		t.Error("--dry-run made a backup")
 	}
 }
 
-// TestWrapDefaultRootfs: without --rootfs the entry names this binary by an
-// absolute path, so a client with a minimal PATH still finds it; and though
-// this binary (the test binary) is not named rootfs, a second wrap sees its
-// entries as wrapped and unwrap restores them.
+// TestWrapDefaultRootfs: without --rootfs, a project file (which others
+// check out on their machines) names "rootfs", and the user's own file names
+// this binary by an absolute path, so a client with a minimal PATH still
+// finds it; though this binary (the test binary) is not named rootfs, a
+// second wrap sees its entries as wrapped and unwrap restores both files.
+// With no rootfs on PATH, wrap warns in one line that the project file's
+// command will not be found.
 func TestWrapDefaultRootfs(t *testing.T) {
-	vscode, _, orig, _ := wrapHome(t)
+	vscode, cursor, vscodeOrig, cursorOrig := wrapHome(t)
+	t.Setenv("PATH", t.TempDir()) // no rootfs here
 	var stderr bytes.Buffer
-	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+	if code := Main([]string{"wrap"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
+	t.Logf("stderr:\n%s", stderr.String())
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrapped := readFile(t, vscode)
-	if !bytes.Contains(wrapped, []byte(`"command": "`+exe+`"`)) {
-		t.Errorf("the command is not %s:\n%s", exe, wrapped)
+	project, user := readFile(t, vscode), readFile(t, cursor)
+	if !bytes.Contains(project, []byte(`"command": "rootfs", "args": ["run", "--", "mcp-server-memory"]`)) || bytes.Contains(project, []byte(exe)) {
+		t.Errorf("the project file's command is not \"rootfs\":\n%s", project)
 	}
+	// The fixture's entry that an earlier wrap wrote with an absolute path
+	// gets the bare name too.
+	if bytes.Contains(project, []byte(`"/usr/local/bin/rootfs"`)) || !strings.Contains(stderr.String(), `runs "rootfs" from PATH instead of /usr/local/bin/rootfs`) {
+		t.Errorf("the project file's absolute rootfs path stayed:\n%s", project)
+	}
+	if !bytes.Contains(user, []byte(`"command": "`+exe+`"`)) {
+		t.Errorf("the user file's command is not %s:\n%s", exe, user)
+	}
+	if n := strings.Count(stderr.String(), `warning: shared files now run "rootfs", which is not on your PATH`); n != 1 {
+		t.Errorf("%d warnings that rootfs is not on PATH, want 1:\n%s", n, stderr.String())
+	}
+	stderr.Reset()
+	if code := Main([]string{"wrap"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !bytes.Equal(readFile(t, vscode), project) || !bytes.Equal(readFile(t, cursor), user) {
+		t.Errorf("a second wrap changed a file:\n%s", stderr.String())
+	}
+	if code := Main([]string{"unwrap"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for p, orig := range map[string][]byte{vscode: vscodeOrig, cursor: cursorOrig} {
+		want, _, _ := clientconfig.Rewrite(orig, clientconfig.JSONC, []string{"/servers", "/mcpServers"}, clientconfig.Unwrap, clientconfig.Options{})
+		if got := readFile(t, p); !bytes.Equal(got, want) {
+			t.Errorf("unwrap did not restore %s:\n%s", p, got)
+		}
+	}
+}
+
+// TestWrapRootfsOnPath: with a rootfs on PATH, wrap writes "rootfs" into
+// the project file and does not warn; a user file inside a git work tree
+// (a dotfiles repository holding $XDG_CONFIG_HOME) is shared too.
+func TestWrapRootfsOnPath(t *testing.T) {
+	vscode, _, vscodeOrig, _ := wrapHome(t)
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "rootfs"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	dotfiles := filepath.Join(os.Getenv("HOME"), "dotfiles")
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dotfiles, "config"))
+	userFile := filepath.Join(dotfiles, "config", "Code", "User", "mcp.json")
+	for _, p := range []string{filepath.Join(dotfiles, ".git", "HEAD"), userFile} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(userFile, vscodeOrig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
 	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !bytes.Equal(readFile(t, vscode), wrapped) {
-		t.Errorf("a second wrap changed the file:\n%s", readFile(t, vscode))
+	for _, p := range []string{vscode, userFile} {
+		if got := readFile(t, p); !bytes.Contains(got, []byte(`"command": "rootfs", "args": ["run", "--", "mcp-server-memory"]`)) {
+			t.Errorf("%s: the command is not \"rootfs\":\n%s", p, got)
+		}
 	}
-	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	want, _, _ := clientconfig.Rewrite(orig, clientconfig.JSONC, []string{"/servers"}, clientconfig.Unwrap, clientconfig.Options{})
-	if got := readFile(t, vscode); !bytes.Equal(got, want) {
-		t.Errorf("unwrap did not restore the file:\n%s", got)
+	if strings.Contains(stderr.String(), "warning") {
+		t.Errorf("warned with rootfs on PATH:\n%s", stderr.String())
 	}
 }
 
@@ -184,5 +246,72 @@ func TestWrapErrors(t *testing.T) {
 	stderr.Reset()
 	if code := Main([]string{"wrap", "--client", "codex"}, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "no MCP client configuration found") || !strings.Contains(stderr.String(), "config.toml") {
 		t.Errorf("no config: exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestWrapBackupOutsideGit: in a project that is a git work tree, wrap and
+// unwrap leave git nothing new to report but the changed file: the backup
+// goes to $XDG_STATE_HOME/rootfs/backups, at the file's path, and unwrap
+// still gives back the committed bytes. A backup an older rootfs left
+// beside the file is pointed out.
+func TestWrapBackupOutsideGit(t *testing.T) {
+	gitTool, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	vscode, _, orig, _ := wrapHome(t)
+	state := filepath.Join(t.TempDir(), "state")
+	t.Setenv("XDG_STATE_HOME", state)
+	project := filepath.Dir(filepath.Dir(vscode))
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(gitTool, append([]string{"-C", project, "-c", "user.name=t", "-c", "user.email=t@example.org"}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	git("init", "-q")
+	git("add", ".vscode/mcp.json")
+	git("commit", "-q", "-m", "mcp")
+	// Unwrap the fixture's own wrapped entries first, so that the round
+	// trip below starts from bytes wrap and unwrap give back exactly.
+	var stderr bytes.Buffer
+	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("unwrap: exit %d: %s", code, stderr.String())
+	}
+	git("commit", "-q", "-am", "unwrapped")
+	committed := readFile(t, vscode)
+	if bytes.Equal(committed, orig) {
+		t.Fatal("fixture: unwrap changed nothing")
+	}
+	if err := os.WriteFile(vscode+clientconfig.LegacyBackupSuffix, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr.Reset()
+	if code := Main([]string{"wrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("wrap: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "note: "+vscode+clientconfig.LegacyBackupSuffix+" is an older rootfs backup") {
+		t.Errorf("the older backup beside the file is not pointed out:\n%s", stderr.String())
+	}
+	os.Remove(vscode + clientconfig.LegacyBackupSuffix)
+	if st := git("status", "--porcelain", "--untracked-files=all"); st != " M .vscode/mcp.json\n" {
+		t.Errorf("git status after wrap:\n%s", st)
+	}
+	backup := clientconfig.BackupPath(filepath.Join(state, "rootfs", "backups"), vscode)
+	if b := readFile(t, backup); !bytes.Equal(b, committed) {
+		t.Errorf("%s does not hold the committed bytes", backup)
+	}
+	if code := Main([]string{"unwrap", "--client", "vscode"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("unwrap: exit %d: %s", code, stderr.String())
+	}
+	if st := git("status", "--porcelain", "--untracked-files=all"); st != "" {
+		t.Errorf("git status after unwrap:\n%s", st)
+	}
+	if !bytes.Equal(readFile(t, vscode), committed) {
+		t.Error("unwrap did not give back the committed bytes")
 	}
 }
