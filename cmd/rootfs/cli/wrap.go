@@ -121,7 +121,7 @@ func runWrap(ctx context.Context, op clientconfig.Op, o WrapOptions, stdout, std
 				continue
 			}
 			fmt.Fprintf(stderr, "%s (%s, %s):\n", loc.Path, c.Title, loc.Scope)
-			wrapped := printChanges(stderr, r.Changes)
+			wrapped := printChanges(stderr, r.Changes, env)
 			if wrapped && !strings.Contains(opt.Rootfs, "/") {
 				bareUsed = opt.Rootfs
 			}
@@ -184,7 +184,7 @@ func anySeen(seen map[string]bool, paths []string) bool {
 
 // printChanges says what happened to each entry and reports whether one was
 // wrapped or updated.
-func printChanges(w io.Writer, changes []clientconfig.Change) bool {
+func printChanges(w io.Writer, changes []clientconfig.Change, env clientconfig.Env) bool {
 	wrapped := false
 	for _, c := range changes {
 		var what string
@@ -206,11 +206,48 @@ func printChanges(w io.Writer, changes []clientconfig.Change) bool {
 			what += ": " + c.Detail
 		}
 		fmt.Fprintf(w, "  %s: %s\n", c.Server, what)
+		if c.Action == clientconfig.Wrapped {
+			if roots := argRootsPreview(c.Args, env); len(roots) > 0 {
+				fmt.Fprintf(w, "    roots from its arguments (kept whatever the client sends): %s\n", strings.Join(roots, ", "))
+			}
+		}
 	}
 	if len(changes) == 0 {
 		fmt.Fprintf(w, "  no MCP servers\n")
 	}
 	return wrapped
+}
+
+// argRootsPreview names the arguments that "rootfs run" will make roots
+// (argroots.go), with the variables a client expands in them taken as
+// the project (${workspaceFolder}) and the home directory (${userHome},
+// ~): what the user will see in the sandbox, before the client starts it.
+func argRootsPreview(args []string, env clientconfig.Env) []string {
+	rep := strings.NewReplacer("${workspaceFolder}", env.Project, "${workspaceRoot}", env.Project, "${userHome}", env.Home, "${HOME}", env.Home, "$HOME", env.Home)
+	var out []string
+	for _, a := range args {
+		v := a
+		if strings.HasPrefix(v, "-") {
+			_, val, ok := strings.Cut(v, "=")
+			if !ok {
+				continue
+			}
+			v = val
+		}
+		x := rep.Replace(v)
+		if strings.HasPrefix(x, "~/") {
+			x = filepath.Join(env.Home, x[2:])
+		}
+		p, ok := argPath(x, env.Project)
+		if !ok || skipArgPath(p) || installTree(p) {
+			continue
+		}
+		if x != v {
+			p += " (" + v + ")"
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 func wrapEnv(project string) (clientconfig.Env, error) {

@@ -315,3 +315,49 @@ func TestWrapBackupOutsideGit(t *testing.T) {
 		t.Error("unwrap did not give back the committed bytes")
 	}
 }
+
+// TestWrapShowsArgumentRoots: wrap says which of a server's arguments
+// "rootfs run" will make roots, with the variables a client expands.
+func TestWrapShowsArgumentRoots(t *testing.T) {
+	home := t.TempDir()
+	project := filepath.Join(home, "src", "app")
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", "")
+	t.Setenv("CODEX_HOME", "")
+	t.Setenv("XDG_STATE_HOME", "")
+	if err := os.MkdirAll(filepath.Join(project, "tools"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, "tools", "server.mjs"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `{"servers": {
+  "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "` + project + `"]},
+  "script": {"command": "node", "args": ["${workspaceFolder}/tools/server.mjs", "--flag", "/usr/share"]},
+  "plain": {"command": "mcp-server-git"}
+}}`
+	p := filepath.Join(project, ".vscode", "mcp.json")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(project)
+	var stderr bytes.Buffer
+	if code := Main([]string{"wrap", "--client", "vscode", "--dry-run", "--rootfs", "/opt/bin/rootfs"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stderr.String()
+	for _, want := range []string{
+		"roots from its arguments (kept whatever the client sends): " + project + "\n",
+		"roots from its arguments (kept whatever the client sends): " + filepath.Join(project, "tools", "server.mjs") + " (${workspaceFolder}/tools/server.mjs)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "roots from its arguments") != 2 {
+		t.Errorf("want two servers with argument roots (not /usr/share, not a server without arguments):\n%s", out)
+	}
+}
