@@ -17,21 +17,31 @@ or lies in or holds a directory the sandbox provides itself, is at /NAME
 instead (NAME: its last path element), and its URI says so. --layout flat
 puts every root at /NAME, and the URIs are file:///NAME. When the client's
 roots change, the view changes in one step while COMMAND keeps running.
-Static roots (--root, --roots-file) are in the view before COMMAND starts;
-client roots arrive after initialize. With no --root and a client that
-declares no roots, the root is the directory rootfs was started in; started
-in / or the home directory, rootfs then refuses (125) and asks for --root.
+Static roots (--root, --roots-file; each must exist, or rootfs exits 125)
+are in the view before COMMAND starts; client roots arrive after
+initialize. The paths COMMAND's own arguments name (server-filesystem
+~/proj, --db=~/data/app.db) are roots from the start too and stay when the
+client's roots arrive (--no-arg-roots: not); an argument naming /, the home
+directory or a credential directory is refused (125) unless given with
+--root. With no --root, the directory rootfs was started in is a root from
+the start until the client's roots replace it, and stays when the client
+declares none; started in / or the home directory, rootfs then refuses
+(125) and asks for --root.
 
 What COMMAND needs to start is bound read-only at the same path (unless
---no-auto-bind): the executable through PATH and every symlink, its #!
+--no-auto-bind), never what lies near it: the executable through PATH and
+every symlink (a version manager's shim resolved to what it runs), its #!
 interpreter (recursively, "env NAME" through the server's PATH), an ELF
-file's loader and RPATH/RUNPATH libraries, the installation prefix of each
-(a bin/ directory's parent, a venv's pyvenv.cfg home), and a launcher's
-cache (npx, uvx, pipx) as a read-only layer whose writes stay in the
-sandbox. Never the home directory, / or a directory holding credentials
-(then only the files), nor anything named through a file the server can
-write (a read-write root's symlinks, #! lines, pyvenv.cfg). An exec error names what is missing (interpreter,
-symlink target, loader) and the flag that fixes it. A COMMAND path inside a
+file's loader and RPATH/RUNPATH libraries, of an interpreter's
+installation prefix only the subtrees it reads (bin, lib*, include, share;
+a venv's pyvenv.cfg and its base), the directories .pth files name
+(editable installs), a node script's package, and a launcher's cache (npx,
+uvx, pipx) as a read-only layer whose writes stay in the sandbox. Never
+the home directory, / or a directory holding credentials, nor anything
+named through a file the server can write (a read-write root's symlinks,
+#! lines, pyvenv.cfg, .pth files). --dry-run prints the whole sandbox, each
+bind with its reason, and starts nothing. An exec error names what is
+missing (interpreter, symlink target, loader) and the flag that fixes it. A COMMAND path inside a
 static root ("~/src/app/bin/server" with --root ~/src/app) runs from the
 view.
 
