@@ -279,7 +279,8 @@ type LandlockRule struct {
 }
 
 // landlockFileAccess are the rights a rule on a file that is not a
-// directory may carry (the kernel's ACCESS_FILE).
+// directory may carry (the kernel's ACCESS_FILE; RESOLVE_UNIX, ABI 9, is
+// one, so a rule may name one socket).
 const landlockFileAccess = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
 	unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE |
 	unix.LANDLOCK_ACCESS_FS_IOCTL_DEV | unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
