@@ -36,8 +36,9 @@
 //	 |                             /tmp tmpfs (size cap); extra binds; pivot_root(".", ".") +
 //	 |                             umount2(".", MNT_DETACH); setgroups/setresgid/setresuid(0);
 //	 |                             secure bits locked, bounding/ambient/all caps empty; not
-//	 |                             dumpable; fds >= 3 CLOEXEC; no_new_privs; Landlock scopes
-//	 |                             (abstract unix sockets, signals); seccomp (TSYNC)
+//	 |                             dumpable; fds >= 3 CLOEXEC; no_new_privs; Landlock (scopes:
+//	 |                             abstract unix sockets, signals; unix sockets in the roots,
+//	 |                             landlock_linux.go); seccomp (TSYNC)
 //	 |  fork+exec from the same locked thread, setsid, Pdeathsig=KILL
 //	 v
 //	P3 the wrapped server          inherits the filter, the empty capability sets and
@@ -149,5 +150,9 @@
 // the runtime allows AllThreadsSyscall, i.e. in non-cgo builds); seccomp is
 // synchronised to all threads. Without Landlock ABI 6 (Linux 6.12) and
 // without NoNetwork, host abstract unix sockets stay reachable (Preflight
-// warns).
+// warns). Without ABI 2 (Linux 5.19) the server may make socket files in
+// its roots, and without ABI 9 (Linux 7.1) connect to host sockets there on
+// the kernel data path (StartServer says so); in a root below /tmp it may
+// always make them, as the rule for the private /tmp covers what is
+// mounted below it.
 package mountmgr

@@ -57,7 +57,7 @@ func runInit() {
 	if err := setupRoot(&spec); err != nil {
 		fail(err)
 	}
-	if err := dropPrivileges(lastCap); err != nil {
+	if err := dropPrivileges(&spec, lastCap); err != nil {
 		fail(err)
 	}
 	cmd := &exec.Cmd{
@@ -615,8 +615,8 @@ func remountFD(t string, add uintptr) error {
 // uid/gid 0 of the current user namespace: real root, or the namespace root
 // mapped to the invoking user), capabilities (all sets, secure bits
 // locked), not dumpable, fds >= 3 close-on-exec, no_new_privs, Landlock
-// scopes, seccomp last.
-func dropPrivileges(lastCap int) error {
+// (landlock_linux.go: scopes, and unix sockets in the roots), seccomp last.
+func dropPrivileges(spec *Spec, lastCap int) error {
 	if sg, err := os.ReadFile("/proc/self/setgroups"); err != nil || strings.TrimSpace(string(sg)) != "deny" {
 		if err := unix.Setgroups(nil); err != nil {
 			return os.NewSyscallError("setgroups", err)
@@ -646,8 +646,8 @@ func dropPrivileges(lastCap int) error {
 	if err := linux.SetNoNewPrivs(); err != nil {
 		return err
 	}
-	if err := linux.LandlockScope(); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-		return err
+	if err := linux.LandlockRestrict(landlockRuleset(spec, linux.LandlockABI())); err != nil {
+		return fmt.Errorf("landlock: %w", err)
 	}
 	return seccomp.Install()
 }

@@ -41,10 +41,16 @@ func Preflight() []Finding {
 	} else {
 		out = append(out, Finding{Name: "seccomp", OK: true, Detail: "filter builds for this architecture"})
 	}
-	if abi := linux.LandlockABI(); abi >= 6 {
-		out = append(out, Finding{Name: "landlock", OK: true, Detail: "abi " + strconv.Itoa(abi) + ": abstract unix sockets and signals scoped"})
+	if abi := linux.LandlockABI(); abi >= 9 {
+		out = append(out, Finding{Name: "landlock", OK: true, Detail: "abi " + strconv.Itoa(abi) + ": abstract unix sockets and signals scoped; socket files in roots and connecting to host sockets there refused"})
+	} else if abi >= 6 {
+		out = append(out, Finding{Name: "landlock", OK: true, Detail: "abi " + strconv.Itoa(abi) + ": abstract unix sockets and signals scoped; socket files in roots refused, but not connecting to host sockets there (needs abi 9, Linux 7.1, or --strict)"})
 	} else {
-		out = append(out, Finding{Name: "landlock", Detail: fmt.Sprintf("abi %d (< 6): abstract unix sockets of the host stay reachable unless --no-network", abi),
+		sock := "socket files in roots refused"
+		if abi < 2 {
+			sock = "socket files in roots not refused (needs abi 2)"
+		}
+		out = append(out, Finding{Name: "landlock", Detail: fmt.Sprintf("abi %d (< 6): abstract unix sockets of the host stay reachable unless --no-network; %s", abi, sock),
 			Fix: "use Linux 6.12+ with landlock in the lsm= list, or pass --no-network"})
 	}
 	return out

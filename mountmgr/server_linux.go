@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // StartServer runs in P1. It validates spec, starts P2 (this binary, the
@@ -34,6 +36,7 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	if log == nil {
 		log = zap.NewNop()
 	}
+	logUnixSockets(log, spec, linux.LandlockABI())
 	stderr := opts.Stderr
 	if stderr == nil {
 		stderr = os.Stderr

@@ -104,6 +104,11 @@ type Spec struct {
 	Binds []Bind `json:"binds"`
 	// NoNetwork gives the server a new network namespace with only lo.
 	NoNetwork bool `json:"noNetwork"`
+	// AllowUnixSockets lets the server make socket files in its roots and
+	// connect to host sockets there. By default the sandbox refuses both
+	// as far as the kernel's Landlock can (landlock_linux.go): making
+	// them from ABI 2 (Linux 5.19), connecting from ABI 9 (Linux 7.1).
+	AllowUnixSockets bool `json:"allowUnixSockets,omitempty"`
 	// RuntimeDirs replaces DefaultRuntimeDirs when non-nil.
 	RuntimeDirs []string `json:"runtimeDirs"`
 	// EtcFiles replaces DefaultEtcFiles when non-nil.

@@ -1,6 +1,6 @@
 // Package linux holds the thin syscall shims that mountmgr needs: mount
 // wrappers with typed errors, pivot_root, capabilities, prctl, Landlock
-// scoping and an EINTR retry helper.
+// rulesets and an EINTR retry helper.
 //
 // Every wrapper returns *os.PathError, *MountError or *os.SyscallError so
 // callers can errors.Is the errno and print a message that names the

@@ -243,43 +243,104 @@ func CloseExecFrom(from int) error {
 	return nil
 }
 
-// Landlock ABI constants not all present in x/sys.
-const (
-	landlockCreateRulesetVersion = 1 << 0
-)
-
-type landlockRulesetAttr struct {
-	handledAccessFS  uint64
-	handledAccessNet uint64
-	scoped           uint64
-}
-
-// LandlockABI returns the Landlock ABI version, or 0 when Landlock is absent.
+// LandlockABI returns the Landlock ABI version, or 0 when Landlock is absent
+// (a kernel before 5.13, or landlock missing from the lsm= list).
 func LandlockABI() int {
-	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, landlockCreateRulesetVersion)
+	v, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if e != 0 {
 		return 0
 	}
 	return int(v)
 }
 
-// LandlockScope restricts the calling thread (and its future children) with
-// a Landlock domain that handles no filesystem access but scopes abstract
-// unix sockets and signals (ABI 6, Linux 6.12): the process can no longer
-// connect to abstract sockets or signal processes outside its domain. It
-// needs no_new_privs. It returns unix.EOPNOTSUPP when the ABI is too old.
-func LandlockScope() error {
-	if LandlockABI() < 6 {
-		return os.NewSyscallError("landlock_create_ruleset", unix.EOPNOTSUPP)
+// LandlockRuleset is one Landlock layer. A handled file-system access
+// right is refused everywhere except beneath a rule that allows it; an
+// access right that is not handled stays as it was. The caller picks
+// rights and scopes the running ABI has (LandlockABI): the kernel refuses
+// a ruleset naming one it does not know (EINVAL).
+type LandlockRuleset struct {
+	// HandledFS are LANDLOCK_ACCESS_FS_* rights; 0 handles none, and then
+	// Rules must be empty.
+	HandledFS uint64
+	// Scoped are LANDLOCK_SCOPE_* bits (ABI 6): abstract unix sockets and
+	// signals of processes outside the domain.
+	Scoped uint64
+	// Rules allow handled rights beneath directories, or on files.
+	Rules []LandlockRule
+}
+
+// LandlockRule allows Access beneath Path (a directory) or on it (any
+// other file; only the rights that apply to files are kept there, and a
+// rule left with none is dropped, as the kernel would refuse it).
+// Path is opened without following a final symlink.
+type LandlockRule struct {
+	Path   string
+	Access uint64
+}
+
+// landlockFileAccess are the rights a rule on a file that is not a
+// directory may carry (the kernel's ACCESS_FILE; RESOLVE_UNIX, ABI 9, is
+// one, so a rule may name one socket).
+const landlockFileAccess = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
+	unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE |
+	unix.LANDLOCK_ACCESS_FS_IOCTL_DEV | unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+
+// LandlockRestrict enforces r on the calling thread and its future
+// children; it cannot be undone. It needs no_new_privs (or CAP_SYS_ADMIN
+// in the user namespace). Landlock is per thread: call it on a thread
+// locked with runtime.LockOSThread and start children from that thread.
+// A ruleset that handles nothing and scopes nothing restricts nothing: it
+// returns nil without a call.
+func LandlockRestrict(r LandlockRuleset) error {
+	if r.HandledFS == 0 && r.Scoped == 0 {
+		return nil
 	}
-	attr := landlockRulesetAttr{scoped: unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL}
-	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: r.HandledFS, Scoped: r.Scoped}
+	size := unsafe.Offsetof(attr.Quiet_access_fs)
+	if r.Scoped == 0 {
+		size = unsafe.Offsetof(attr.Scoped) // all that kernels before ABI 6 know
+	}
+	fd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if e != 0 {
 		return os.NewSyscallError("landlock_create_ruleset", e)
 	}
 	defer unix.Close(int(fd))
+	for _, rule := range r.Rules {
+		if err := landlockAddRule(int(fd), rule); err != nil {
+			return err
+		}
+	}
 	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0); e != 0 {
 		return os.NewSyscallError("landlock_restrict_self", e)
+	}
+	return nil
+}
+
+func landlockAddRule(ruleset int, rule LandlockRule) error {
+	pfd, err := retryOnEINTR2(func() (int, error) {
+		return unix.Open(rule.Path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	})
+	if err != nil {
+		return &os.PathError{Op: "landlock rule: open", Path: rule.Path, Err: err}
+	}
+	defer unix.Close(pfd)
+	access := rule.Access
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return &os.PathError{Op: "landlock rule: fstat", Path: rule.Path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		access &= landlockFileAccess
+	}
+	if access == 0 {
+		return nil
+	}
+	// The kernel reads the 12 bytes of its packed struct; Go's padding
+	// after Parent_fd is not read.
+	a := unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}
+	if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), unix.LANDLOCK_RULE_PATH_BENEATH,
+		uintptr(unsafe.Pointer(&a)), 0, 0, 0); e != 0 {
+		return &os.PathError{Op: "landlock_add_rule", Path: rule.Path, Err: e}
 	}
 	return nil
 }

@@ -10,6 +10,9 @@
 //	probe sleep MARKER    sleep forever (the victim process; MARKER is in its argv)
 //	probe noop            exit 0
 //	probe mountinfo       print /proc/self/mountinfo
+//	probe unix OP PATH [SECONDS]
+//	                      a pathname unix socket: dial it (read one line), serve on it (make
+//	                      it, answer one host connection), or self (make it and connect to it)
 //
 // A case prints {"case":..., "escaped":bool, "detail":...}; escaped means
 // the attack reached what it was after (the secret, a new namespace, a
@@ -67,7 +70,7 @@ var cases = []string{
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: probe run|case|whoami|sleep|noop|mountinfo")
+		fmt.Fprintln(os.Stderr, "usage: probe run|case|whoami|sleep|noop|mountinfo|unix")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -87,6 +90,20 @@ func main() {
 			os.Exit(1)
 		}
 		os.Stdout.Write(b)
+		return
+	case "unix":
+		if len(os.Args) < 4 {
+			os.Exit(2)
+		}
+		wait := 10 * time.Second
+		if len(os.Args) > 4 {
+			n, err := strconv.Atoi(os.Args[4])
+			if err != nil {
+				os.Exit(2)
+			}
+			wait = time.Duration(n) * time.Second
+		}
+		unixOp(os.Args[2], os.Args[3], wait)
 		return
 	case "run":
 		o := parse(os.Args[2:])
@@ -596,6 +613,64 @@ func one(name string, o *opts) (bool, string) {
 		return err == nil, "open /proc/sysrq-trigger for writing: " + errs(err)
 	}
 	return false, "unknown case"
+}
+
+// unixResult is one line of "probe unix": Err is "ok" or the errno name.
+type unixResult struct {
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	Err  string `json:"err"`
+	Line string `json:"line,omitempty"`
+}
+
+// unixOp runs "probe unix OP PATH", printing one unixResult per step:
+//
+//	dial   connect to PATH and read one line
+//	serve  bind PATH ("bind"); when that works, accept one connection
+//	       within wait and answer it "hello-from-sandbox" ("accept")
+//	self   bind PATH, then connect to it from this process ("self")
+//
+// serve and self remove the socket file they made.
+func unixOp(op, path string, wait time.Duration) {
+	out := json.NewEncoder(os.Stdout)
+	switch op {
+	case "dial":
+		c, err := net.DialTimeout("unix", path, 3*time.Second)
+		if err != nil {
+			out.Encode(unixResult{Op: op, Path: path, Err: errs(err)})
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(3 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		out.Encode(unixResult{Op: op, Path: path, Err: errs(err), Line: strings.TrimSpace(line)})
+	case "serve", "self":
+		l, err := net.Listen("unix", path)
+		if op == "serve" || err != nil {
+			out.Encode(unixResult{Op: "bind", Path: path, Err: errs(err)})
+		}
+		if err != nil {
+			return
+		}
+		defer l.Close() // removes the file
+		if op == "self" {
+			c, err := net.DialTimeout("unix", path, 3*time.Second)
+			if err == nil {
+				c.Close()
+			}
+			out.Encode(unixResult{Op: op, Path: path, Err: errs(err)})
+			return
+		}
+		l.(*net.UnixListener).SetDeadline(time.Now().Add(wait))
+		c, err := l.Accept()
+		if err == nil {
+			_, err = fmt.Fprintln(c, "hello-from-sandbox")
+			c.Close()
+		}
+		out.Encode(unixResult{Op: "accept", Path: path, Err: errs(err)})
+	default:
+		os.Exit(2)
+	}
 }
 
 // trySyscalls calls each syscall with arguments that make an allowed call

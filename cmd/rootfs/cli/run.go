@@ -24,15 +24,16 @@ import (
 
 // RunOptions are the flags of "rootfs run" beyond the roots.
 type RunOptions struct {
-	Allow       []string
-	ROBinds     []string
-	Binds       []string
-	SetEnv      []string
-	UnsetEnv    []string
-	NoNetwork   bool
-	NoAutoBind  bool
-	NoArgRoots  bool
-	GitIdentity bool
+	Allow            []string
+	ROBinds          []string
+	Binds            []string
+	SetEnv           []string
+	UnsetEnv         []string
+	NoNetwork        bool
+	AllowUnixSockets bool
+	NoAutoBind       bool
+	NoArgRoots       bool
+	GitIdentity      bool
 	ViewFlags
 	TmpSize string
 	Grace   time.Duration
@@ -48,6 +49,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.SetEnv, "setenv", nil, "set `K=V` in the server's environment, or pass NAME's value from rootfs's own environment with --setenv NAME (an unset NAME is an error); repeatable; it starts from PATH, HOME=/tmp, LANG, TZ")
 	f.StringArrayVar(&o.UnsetEnv, "unsetenv", nil, "remove `K` from the server's environment (repeatable)")
 	f.BoolVar(&o.NoNetwork, "no-network", false, "give the server a network namespace with only loopback")
+	f.BoolVar(&o.AllowUnixSockets, "allow-unix-sockets", false, "let the server make unix socket files in its roots, which host processes can connect to, and connect to host sockets there (refused by default as far as the kernel's Landlock can: making them from Linux 5.19, connecting from 7.1)")
 	f.BoolVar(&o.NoAutoBind, "no-auto-bind", false, "do not bind what COMMAND needs (its symlinks, #! interpreters, ELF loader and libraries, install prefix, launcher cache); only the executable file is shown")
 	f.BoolVar(&o.NoArgRoots, "no-arg-roots", false, "do not make the existing paths COMMAND's arguments name (server-filesystem ~/proj, --db=~/data/app.db) roots of the session; only --root and the client's roots")
 	f.BoolVar(&o.GitIdentity, "git-identity", false, "pass git's user.name and user.email (GIT_AUTHOR_*, GIT_COMMITTER_*) and safe.directory=* (GIT_CONFIG_*) to the server, without showing ~/.gitconfig")
@@ -211,7 +213,8 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 	if err != nil {
 		return nil, nil, err
 	}
-	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, TmpSize: rf.run.TmpSize, HostLayout: rf.hostLayout()}
+	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, AllowUnixSockets: rf.run.AllowUnixSockets,
+		TmpSize: rf.run.TmpSize, HostLayout: rf.hostLayout()}
 	hostExe, inView, writable, err := rf.resolveCommand(spec, static)
 	if err != nil {
 		return nil, nil, err
