@@ -533,9 +533,7 @@ func (r *resolver) elf(p string, isExec, taint bool) error {
 			}
 		}
 	}
-	needed, _ := f.DynString(elf.DT_NEEDED)
-	rpath, _ := f.DynString(elf.DT_RPATH)
-	runpath, _ := f.DynString(elf.DT_RUNPATH)
+	needed, rpath, runpath := dynStrings(f)
 	origin := filepath.Dir(p)
 	var dirs []string
 	split := func(list []string) {
@@ -593,6 +591,65 @@ func (r *resolver) elf(p string, isExec, taint bool) error {
 		}
 	}
 	return nil
+}
+
+// maxDynString bounds one string read from .dynstr.
+const maxDynString = 4096
+
+// dynStrings returns an ELF file's DT_NEEDED, DT_RPATH and DT_RUNPATH
+// strings, reading each from .dynstr where .dynamic points: elf.File.
+// DynString loads the whole string table, 5 MB for node, three times,
+// which was most of rootfs run's start-up.
+func dynStrings(f *elf.File) (needed, rpath, runpath []string) {
+	dyn, str := f.Section(".dynamic"), f.Section(".dynstr")
+	if dyn == nil || str == nil || dyn.Type != elf.SHT_DYNAMIC {
+		needed, _ = f.DynString(elf.DT_NEEDED)
+		rpath, _ = f.DynString(elf.DT_RPATH)
+		runpath, _ = f.DynString(elf.DT_RUNPATH)
+		return needed, rpath, runpath
+	}
+	data, err := dyn.Data()
+	if err != nil {
+		return nil, nil, nil
+	}
+	read := func(off uint64) (string, bool) {
+		if off >= str.Size {
+			return "", false
+		}
+		buf := make([]byte, min(uint64(maxDynString), str.Size-off))
+		n, _ := str.ReadAt(buf, int64(off))
+		s, _, ok := strings.Cut(string(buf[:n]), "\x00")
+		return s, ok
+	}
+	entry := 16
+	if f.Class == elf.ELFCLASS32 {
+		entry = 8
+	}
+	for i := 0; i+entry <= len(data); i += entry {
+		var tag, val uint64
+		if f.Class == elf.ELFCLASS32 {
+			tag, val = uint64(f.ByteOrder.Uint32(data[i:])), uint64(f.ByteOrder.Uint32(data[i+4:]))
+		} else {
+			tag, val = f.ByteOrder.Uint64(data[i:]), f.ByteOrder.Uint64(data[i+8:])
+		}
+		var list *[]string
+		switch elf.DynTag(tag) {
+		case elf.DT_NULL:
+			return needed, rpath, runpath
+		case elf.DT_NEEDED:
+			list = &needed
+		case elf.DT_RPATH:
+			list = &rpath
+		case elf.DT_RUNPATH:
+			list = &runpath
+		default:
+			continue
+		}
+		if s, ok := read(val); ok {
+			*list = append(*list, s)
+		}
+	}
+	return needed, rpath, runpath
 }
 
 // untrusted reports whether the server may write p: it lies in one of

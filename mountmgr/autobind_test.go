@@ -1,6 +1,7 @@
 package mountmgr
 
 import (
+	"debug/elf"
 	"errors"
 	"os"
 	"os/exec"
@@ -458,5 +459,32 @@ func TestResolveAutoBindHomeThroughSymlink(t *testing.T) {
 				t.Errorf("%s: bound %s, the home directory", exe, b.Source)
 			}
 		}
+	}
+}
+
+// TestDynStrings: the targeted .dynstr reads give what elf.File.DynString
+// gives, for the system's ELF files at hand.
+func TestDynStrings(t *testing.T) {
+	n := 0
+	for _, p := range []string{"/usr/bin/node", "/bin/ls", "/bin/sh", "/usr/bin/python3", "/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"} {
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		n++
+		needed, rpath, runpath := dynStrings(f)
+		for _, c := range []struct {
+			tag elf.DynTag
+			got []string
+		}{{elf.DT_NEEDED, needed}, {elf.DT_RPATH, rpath}, {elf.DT_RUNPATH, runpath}} {
+			want, _ := f.DynString(c.tag)
+			if !reflect.DeepEqual(c.got, want) {
+				t.Errorf("%s %v: %q, want %q", p, c.tag, c.got, want)
+			}
+		}
+		f.Close()
+	}
+	if n == 0 {
+		t.Skip("no system ELF file to compare with")
 	}
 }
