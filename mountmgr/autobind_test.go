@@ -488,3 +488,61 @@ func TestDynStrings(t *testing.T) {
 		t.Skip("no system ELF file to compare with")
 	}
 }
+
+// TestResolveAutoBindPth: the directories a venv's .pth files and
+// setuptools' editable finders name are bound (editable installs start),
+// but not when the .pth lies in a root the server can write, nor the home
+// directory or a credential directory.
+func TestResolveAutoBindPth(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(base, "home")
+	py := filepath.Join(base, "opt", "py")
+	writeFile(t, filepath.Join(py, "bin", "python3"), "#!/bin/sh\n", 0o755)
+	venv := filepath.Join(base, "venvs", "v")
+	symlink(t, filepath.Join(py, "bin", "python3"), filepath.Join(venv, "bin", "python"))
+	writeFile(t, filepath.Join(venv, "pyvenv.cfg"), "home = "+filepath.Join(py, "bin")+"\n", 0o644)
+	site := filepath.Join(venv, "lib", "python3.11", "site-packages")
+	src := filepath.Join(base, "proj", "src")
+	vendored := filepath.Join(base, "vendored")
+	finder := filepath.Join(base, "proj2", "src", "pkg")
+	for _, d := range []string{src, vendored, finder, filepath.Join(home, ".ssh", "lib")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(t, filepath.Join(site, "_proj.pth"), "# editable\n"+src+"\nimport sys; sys.path.append('/nowhere')\n../../../../../vendored\n", 0o644)
+	writeFile(t, filepath.Join(site, "bad.pth"), home+"\n"+filepath.Join(home, ".ssh", "lib")+"\n", 0o644)
+	writeFile(t, filepath.Join(site, "__editable___pkg_0_1_finder.py"), "MAPPING: dict[str, str] = {'pkg': '"+finder+"'}\nNAMESPACES = {}\n", 0o644)
+	writeFile(t, filepath.Join(venv, "bin", "srv"), "#!"+filepath.Join(venv, "bin", "python")+"\n", 0o755)
+	lookup := func(string) (string, bool) { return "", false }
+
+	got, err := ResolveAutoBind(&Spec{}, filepath.Join(venv, "bin", "srv"), AutoBindOptions{Home: home, Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, b := range got.Binds {
+		reasons[b.Dest] = b.Reason
+	}
+	for _, d := range []string{src, vendored, finder} {
+		if reasons[d] != ".pth" {
+			t.Errorf("%s: reason %q, want .pth (binds %q)", d, reasons[d], got.Paths())
+		}
+	}
+	for _, d := range []string{home, filepath.Join(home, ".ssh", "lib"), "/nowhere"} {
+		if _, ok := reasons[d]; ok {
+			t.Errorf("bound %s, named by a .pth file", d)
+		}
+	}
+	// The same venv in a root the server can write: its .pth files name
+	// nothing (the server could have written them).
+	got, err = ResolveAutoBind(&Spec{}, filepath.Join(venv, "bin", "srv"), AutoBindOptions{Home: home, Lookup: lookup, Writable: []string{filepath.Join(base, "venvs")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range got.Binds {
+		if b.Reason == ".pth" {
+			t.Errorf("bound %s from a .pth file in a writable root", b.Dest)
+		}
+	}
+}
