@@ -201,10 +201,11 @@ type Change struct {
 	Server string // its name; for a Claude Code project entry, "NAME (project DIR)"
 	Action Action
 	Detail string // why, for Skipped; what, for Updated
-	// Args are the server's own arguments as the file has them (client
-	// variables unexpanded), for Wrapped: the caller says which of them
-	// name paths that become roots.
-	Args []string
+	// Command and Args are the server's own command and arguments as the
+	// file has them (client variables unexpanded), for Wrapped: the
+	// caller says which of them name paths that become roots.
+	Command string
+	Args    []string
 }
 
 // Options are the choices the caller makes for every entry.

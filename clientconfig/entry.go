@@ -140,7 +140,7 @@ func (e *entry) wrap(opt Options) Change {
 		}
 		e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
 	}
-	c.Action, c.Detail, c.Args = Wrapped, e.note, e.args
+	c.Action, c.Detail, c.Command, c.Args = Wrapped, e.note, e.command, e.args
 	return c
 }
 

@@ -447,23 +447,12 @@ func (r *resolver) shebang(script string, head []byte, depth int, taint bool) er
 // ~/tools/server.mjs", "python3 -u srv.py"): its file and what scriptNeeds
 // adds. "-m", "-c" and "-e" name no script; other options are skipped.
 func (r *resolver) scriptArg(exe string) {
-	name := filepath.Base(exe)
-	if real, err := filepath.EvalSymlinks(exe); err == nil && !isInterpreterName(name) {
-		name = filepath.Base(real)
-	}
-	if !isInterpreterName(name) || r.check {
+	i := ScriptOperand(exe, r.opts.Args)
+	if i < 0 || r.check {
 		return
 	}
-	for _, a := range r.opts.Args {
-		switch {
-		case a == "-m" || a == "-c" || a == "-e" || a == "--eval" || a == "-p" || a == "--print":
-			return
-		case a == "--":
-			continue
-		case strings.HasPrefix(a, "-"):
-			continue
-		}
-		p := a
+	{
+		p := r.opts.Args[i]
 		if !filepath.IsAbs(p) {
 			if r.opts.Dir == "" {
 				return
@@ -479,8 +468,32 @@ func (r *resolver) scriptArg(exe string) {
 			r.addFile(real, "script")
 		}
 		r.scriptNeeds(p, exe, false)
-		return
 	}
+}
+
+// ScriptOperand returns the index in args of the script an interpreter
+// command runs ("node ~/tools/server.mjs", "python3 -u srv.py"), or -1:
+// when exe is no interpreter, or "-m", "-c" or "-e" name no script. That
+// operand is code, which auto-bind shows read-only with what it needs,
+// not a directory the user hands the server.
+func ScriptOperand(exe string, args []string) int {
+	name := filepath.Base(exe)
+	if real, err := filepath.EvalSymlinks(exe); err == nil && !isInterpreterName(name) {
+		name = filepath.Base(real)
+	}
+	if !isInterpreterName(name) {
+		return -1
+	}
+	for i, a := range args {
+		switch {
+		case a == "-m" || a == "-c" || a == "-e" || a == "--eval" || a == "-p" || a == "--print":
+			return -1
+		case strings.HasPrefix(a, "-"):
+			continue
+		}
+		return i
+	}
+	return -1
 }
 
 // scriptNeeds adds what a script needs from the interpreter that runs it:

@@ -25,7 +25,9 @@ import (
 // own arguments, so taking it away when the client's list arrives would
 // break the server the user configured (--no-arg-roots turns this off).
 //
-// Not taken: paths in the runtime directories, /etc, /dev, /proc and /sys
+// Not taken: the script an interpreter runs ("node ~/tools/server.mjs":
+// code, which auto-bind shows read-only with its package), paths in the
+// runtime directories, /etc, /dev, /proc and /sys
 // (the sandbox has its own), and a path inside an installation tree
 // (node_modules, site-packages, a version manager's or launcher's
 // directory): a script there is installed code, which auto-bind shows
@@ -91,7 +93,14 @@ func (rf *runFlags) argRoots() ([]vfs.Root, error) {
 	}
 	seen := map[string]bool{}
 	var out []vfs.Root
-	for _, a := range rf.argv[1:] {
+	script := -1 // an interpreter's script is code: auto-bind shows it
+	if exe, err := mountmgr.ResolveCommand(rf.argv[0], os.Getenv("PATH")); err == nil {
+		script = mountmgr.ScriptOperand(exe, rf.argv[1:])
+	}
+	for i, a := range rf.argv[1:] {
+		if i == script {
+			continue
+		}
 		cands := []string{a}
 		if strings.HasPrefix(a, "-") {
 			_, v, ok := strings.Cut(a, "=")

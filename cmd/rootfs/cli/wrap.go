@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rootfs-dev/rootfs/clientconfig"
+	"github.com/rootfs-dev/rootfs/mountmgr"
 )
 
 // WrapOptions are the flags of "rootfs wrap" and "rootfs unwrap".
@@ -207,7 +208,7 @@ func printChanges(w io.Writer, changes []clientconfig.Change, env clientconfig.E
 		}
 		fmt.Fprintf(w, "  %s: %s\n", c.Server, what)
 		if c.Action == clientconfig.Wrapped {
-			if roots := argRootsPreview(c.Args, env); len(roots) > 0 {
+			if roots := argRootsPreview(c.Command, c.Args, env); len(roots) > 0 {
 				fmt.Fprintf(w, "    roots from its arguments (kept whatever the client sends): %s\n", strings.Join(roots, ", "))
 			}
 		}
@@ -222,10 +223,14 @@ func printChanges(w io.Writer, changes []clientconfig.Change, env clientconfig.E
 // (argroots.go), with the variables a client expands in them taken as
 // the project (${workspaceFolder}) and the home directory (${userHome},
 // ~): what the user will see in the sandbox, before the client starts it.
-func argRootsPreview(args []string, env clientconfig.Env) []string {
+func argRootsPreview(command string, args []string, env clientconfig.Env) []string {
+	script := mountmgr.ScriptOperand(command, args)
 	rep := strings.NewReplacer("${workspaceFolder}", env.Project, "${workspaceRoot}", env.Project, "${userHome}", env.Home, "${HOME}", env.Home, "$HOME", env.Home)
 	var out []string
-	for _, a := range args {
+	for i, a := range args {
+		if i == script {
+			continue // code, not a root (argroots.go)
+		}
 		v := a
 		if strings.HasPrefix(v, "-") {
 			_, val, ok := strings.Cut(v, "=")

@@ -333,7 +333,7 @@ func TestWrapShowsArgumentRoots(t *testing.T) {
 	}
 	cfg := `{"servers": {
   "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "` + project + `"]},
-  "script": {"command": "node", "args": ["${workspaceFolder}/tools/server.mjs", "--flag", "/usr/share"]},
+  "script": {"command": "node", "args": ["${workspaceFolder}/tools/server.mjs", "--data=${workspaceFolder}/tools", "/usr/share"]},
   "plain": {"command": "mcp-server-git"}
 }}`
 	p := filepath.Join(project, ".vscode", "mcp.json")
@@ -351,13 +351,13 @@ func TestWrapShowsArgumentRoots(t *testing.T) {
 	out := stderr.String()
 	for _, want := range []string{
 		"roots from its arguments (kept whatever the client sends): " + project + "\n",
-		"roots from its arguments (kept whatever the client sends): " + filepath.Join(project, "tools", "server.mjs") + " (${workspaceFolder}/tools/server.mjs)\n",
+		"roots from its arguments (kept whatever the client sends): " + filepath.Join(project, "tools") + " (${workspaceFolder}/tools)\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
 		}
 	}
 	if strings.Count(out, "roots from its arguments") != 2 {
-		t.Errorf("want two servers with argument roots (not /usr/share, not a server without arguments):\n%s", out)
+		t.Errorf("want two servers with argument roots (not node's script, not /usr/share, not a server without arguments):\n%s", out)
 	}
 }
