@@ -160,6 +160,11 @@ type AutoBindOptions struct {
 	// package), unless it lies in a writable root, which shows it.
 	Args []string
 	Dir  string
+	// Layers is the directory below which the writes to a launcher
+	// cache's overlay are kept across the server's restarts (LayerBase;
+	// Bind.Layer is a layer per server, cache and host user, see layer.go);
+	// "" means they vanish with the sandbox.
+	Layers string
 }
 
 // AutoBind is what ResolveAutoBind found.
@@ -182,8 +187,11 @@ func (a *AutoBind) Paths() []string {
 	var out []string
 	for _, b := range a.Binds {
 		why := b.Reason
-		if b.Overlay {
-			why += ", private writes"
+		switch {
+		case b.Overlay && b.Layer != "":
+			why += ", writes kept in " + b.Layer
+		case b.Overlay:
+			why += ", writes vanish with the sandbox"
 		}
 		out = append(out, b.Dest+" ("+why+")")
 	}
@@ -1172,10 +1180,12 @@ func pyvenvHome(cfg string) string {
 // plain files that the user later runs outside any sandbox, so a server
 // that could write there could plant code in every other npx package.
 // Launchers must write, though (npx takes a lock file and records what it
-// installed), so the cache is the read-only lower layer of an overlay
-// whose writable layer lives in the sandbox's private /tmp and vanishes
-// with it: a warm cache starts without a download, a cold one downloads
-// into memory each time, as before.
+// installed), and so do servers that keep their data beside their code
+// (server-memory), so the cache is the read-only lower layer of an
+// overlay whose writable layer is kept per server below opts.Layers (see
+// layer.go), or, with no Layers, lives in the sandbox's /tmp and vanishes
+// with it. A warm cache starts without a download; a cold one downloads
+// into the server's layer (or into memory, each time).
 func (r *resolver) launcherCaches(exe string) {
 	names := map[string]bool{filepath.Base(r.opts.Name): true, filepath.Base(exe): true}
 	for v := range r.visited {
@@ -1218,7 +1228,11 @@ func (r *resolver) launcherCaches(exe string) {
 			return
 		}
 		if !r.underRuntime(dir) {
-			r.out.Binds = append(r.out.Binds, Bind{Source: dir, Dest: dir, ReadOnly: true, Overlay: overlay, Reason: reason})
+			b := Bind{Source: dir, Dest: dir, ReadOnly: true, Overlay: overlay, Reason: reason}
+			if overlay && r.opts.Layers != "" {
+				b.Layer = layerDir(r.opts.Layers, hostUID(), append([]string{r.opts.Name}, r.opts.Args...), reason, dir)
+			}
+			r.out.Binds = append(r.out.Binds, b)
 		}
 		if envName != "" {
 			r.out.Env = append(r.out.Env, envName+"="+dir)

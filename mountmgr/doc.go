@@ -137,10 +137,14 @@
 // a .pth file names; a guard refuses /, the home directory or above, and a
 // directory holding credentials. Symlinks are shown as symlinks
 // (Bind.Symlink). Launcher caches are Bind.Overlay: the host directory is
-// the read-only lower layer of an overlay whose upper layer is in the
-// sandbox's /tmp, so a launcher may write (npx locks and records its
-// installs) while nothing reaches the cache that the user runs
-// unsandboxed. ResolveShim (shim.go) asks a version manager which
+// the read-only lower layer of an overlay, so a launcher may write (npx
+// locks and records its installs) and a server may keep its data beside
+// its code (server-memory) while nothing reaches the cache that the user
+// runs unsandboxed. The upper layer is kept per server below the user's
+// state directory (Bind.Layer, layer.go: made and locked by PrepareLayers
+// in P1, opened by P2 refusing symlinks and given to overlayfs as
+// /proc/self/fd/N), or, without one, lies in the sandbox's /tmp and
+// vanishes with it; either way a line on stderr says which. ResolveShim (shim.go) asks a version manager which
 // executable its shim runs.
 //
 // # Limits

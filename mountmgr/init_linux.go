@@ -151,11 +151,12 @@ func reap(pid int, sigs <-chan os.Signal) int {
 // mountOp is one step of the root setup, applied in order (bubblewrap's
 // SetupOp list). Dest is relative to the new root.
 type mountOp struct {
-	kind   string // "bind", "tmpfs", "proc", "dir", "file", "symlink", "devbind", "remount-ro", "mask-file", "mask-dir", "ro-self"
+	kind   string // "bind", "tmpfs", "proc", "dir", "file", "symlink", "devbind", "overlay", "remount-ro", "mask-file", "mask-dir", "ro-self"
 	source string
 	dest   string
 	data   string
 	rw     bool
+	layer  string // overlay: Bind.Layer
 }
 
 // plan turns a spec into the ordered mount list.
@@ -243,7 +244,7 @@ func plan(spec *Spec) ([]mountOp, error) {
 			ops = append(ops, mountOp{kind: "tmpfs", dest: "/" + top, data: "mode=0755,size=64k"})
 		}
 		if b.Overlay {
-			ops = append(ops, mountOp{kind: "overlay", source: b.Source, dest: b.Dest, data: strconv.Itoa(len(ops))})
+			ops = append(ops, mountOp{kind: "overlay", source: b.Source, dest: b.Dest, data: strconv.Itoa(len(ops)), layer: b.Layer})
 			continue
 		}
 		if b.Symlink != "" {
@@ -564,26 +565,64 @@ func apply(root string, op mountOp) error {
 }
 
 // overlay mounts op.source read-only as the lower layer of an overlay at
-// op.dest whose upper layer is a directory in the sandbox's /tmp (so its
-// size cap holds, and it vanishes with the sandbox). Where the kernel
-// refuses an overlay here (an unusual lower file system, a path overlayfs
-// cannot name), the source is bound read-only instead and one line says so.
+// op.dest. The upper layer is the persistent one op.layer names (see
+// layer.go), opened refusing any symlink and named to the kernel through
+// its descriptor; without one, or when that one cannot be mounted, it is a
+// directory in the sandbox's /tmp (so its size cap holds, and it vanishes
+// with the sandbox), and a line says that the writes vanish. Where the
+// kernel refuses an overlay here at all (an unusual lower file system, a
+// path overlayfs cannot name), the source is bound read-only instead and
+// one line says so.
 func overlay(root string, op mountOp) error {
-	base := filepath.Join(root, "tmp", ".rootfs-overlay", op.data)
-	upper, work := filepath.Join(base, "upper"), filepath.Join(base, "work")
 	ro := op
 	ro.kind = "bind"
 	if strings.ContainsAny(op.source, ",:\\") {
 		return apply(root, ro)
 	}
+	if err := ensure(root, op.dest, false); err != nil {
+		return err
+	}
+	if op.layer != "" {
+		err := func() error {
+			var fds []int
+			defer func() {
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+			}()
+			var dirs []string
+			for _, d := range []string{"upper", "work"} {
+				fd, err := openNoFollow(filepath.Join(op.layer, d))
+				if err != nil {
+					return err
+				}
+				fds = append(fds, fd)
+				dirs = append(dirs, "/proc/self/fd/"+strconv.Itoa(fd))
+			}
+			return mountOverlay(root, op, dirs[0], dirs[1])
+		}()
+		if err == nil {
+			return nil
+		}
+		fmt.Fprintf(os.Stderr, "rootfs init: cannot keep the writes to %s in %s (%v); they go to the sandbox's /tmp and vanish with it\n", op.source, op.layer, err)
+	}
+	base := filepath.Join(root, "tmp", ".rootfs-overlay", op.data)
+	upper, work := filepath.Join(base, "upper"), filepath.Join(base, "work")
 	for _, d := range []string{upper, work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("overlay %s: %w", op.dest, err)
 		}
 	}
-	if err := ensure(root, op.dest, false); err != nil {
-		return err
+	if err := mountOverlay(root, op, upper, work); err != nil {
+		fmt.Fprintf(os.Stderr, "rootfs init: cannot overlay %s (%v); it is read-only in the sandbox\n", op.source, err)
+		return apply(root, ro)
 	}
+	return nil
+}
+
+// mountOverlay mounts the overlay of op.source with upper and work at
+// op.dest (which exists).
+func mountOverlay(root string, op mountOp, upper, work string) error {
 	t, done, err := target(root, op.dest)
 	if err != nil {
 		return err
@@ -595,11 +634,7 @@ func overlay(root string, op mountOp) error {
 		// In a user namespace overlayfs keeps its metadata in user.* xattrs.
 		err = linux.Mount("overlay", t, "overlay", commonFlags, data+",userxattr")
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "rootfs init: cannot overlay %s (%v); it is read-only in the sandbox\n", op.source, err)
-		return apply(root, ro)
-	}
-	return nil
+	return err
 }
 
 func remountFD(t string, add uintptr) error {

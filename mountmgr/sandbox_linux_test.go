@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
@@ -37,6 +38,7 @@ type p1Config struct {
 	Action string // "" (wait for the server) or "stop"
 	FUSE   bool   // serve the real view (vfs) at the private mount point, Data as its one root
 	Kernel bool   // with FUSE: the kernel data path (RootBinds lays /data's bind)
+	Layers bool   // make the overlay binds' layers (PrepareLayers), logging to stderr
 }
 
 const (
@@ -125,6 +127,10 @@ func p1Main() int {
 	}
 	for i, a := range spec.Argv {
 		spec.Argv[i] = strings.ReplaceAll(a, "{P1PID}", strconv.Itoa(os.Getpid()))
+	}
+	if cfg.Layers {
+		log, _ := zap.NewDevelopment()
+		defer PrepareLayers(&spec, log)()
 	}
 	srv, err := StartServer(context.Background(), &spec, ServerOptions{})
 	if err != nil {

@@ -34,10 +34,16 @@ type Bind struct {
 	Source   string `json:"source"`
 	Dest     string `json:"dest"`
 	ReadOnly bool   `json:"readOnly"`
-	// Overlay makes Source the read-only lower layer of an overlay whose
-	// writable layer is private to the sandbox (in its /tmp): the server
-	// may write, nothing reaches the host. Launcher caches only.
+	// Overlay makes Source the read-only lower layer of an overlay the
+	// server may write: nothing it writes reaches Source. Where the writes
+	// go is Layer's to say. Launcher caches only.
 	Overlay bool `json:"overlay,omitempty"`
+	// Layer, for an Overlay, is a host directory holding the overlay's
+	// writable layer (Layer/upper, with Layer/work beside it), kept after
+	// the sandbox ends so that the server finds its writes at its next
+	// start (see PrepareLayers); "" puts the writable layer in the
+	// sandbox's /tmp, where it vanishes with the sandbox.
+	Layer string `json:"layer,omitempty"`
 	// Symlink, when set, shows Dest as a symlink with this target (as
 	// read from Source, a symlink on the host) instead of mounting
 	// anything: node and CPython resolve their files from a script's or
