@@ -123,8 +123,14 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 	for _, b := range auto {
 		what := b.Reason
 		switch {
+		case b.Overlay && b.Layer != "":
+			kept := filepath.Join(b.Layer, "upper")
+			if n := files(kept); n != "missing" {
+				kept += " (" + n + " now)"
+			}
+			row(b.Dest, files(b.Source), what+", never written; the server's writes kept in "+kept+" for its next start (rm -r "+mountmgr.LayerServerDir(b.Layer)+" resets them)")
 		case b.Overlay:
-			row(b.Dest, files(b.Source), what+", writes private to the sandbox")
+			row(b.Dest, files(b.Source), what+", never written; the server's writes go to its /tmp and vanish")
 		case b.Symlink != "":
 			row(b.Dest+" -> "+b.Symlink, "", what+", a symlink")
 		default:

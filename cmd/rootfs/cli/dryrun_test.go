@@ -2,10 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rootfs-dev/rootfs/mountmgr"
 )
 
 // TestRunDryRun: --dry-run prints the whole sandbox, each auto-bind with
@@ -79,5 +83,62 @@ func TestRunDryRun(t *testing.T) {
 	}
 	if stderr.Len() != 0 {
 		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+// TestRunDryRunLauncherCache: --dry-run says where the server's writes to
+// a launcher's cache go (its own layer and how to reset it, or, with
+// --cache-writes discard, that they vanish) and makes nothing.
+func TestRunDryRunLauncherCache(t *testing.T) {
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("no npx on PATH")
+	}
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	home := filepath.Join(base, "home")
+	proj := filepath.Join(base, "proj")
+	for _, d := range []string{filepath.Join(home, ".npm", "_npx"), proj} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", home)
+	for _, k := range []string{"XDG_STATE_HOME", "npm_config_cache", "NPM_CONFIG_CACHE"} {
+		t.Setenv(k, "")
+	}
+	cache := filepath.Join(home, ".npm")
+	layers := mountmgr.LayerBase(home, "")
+	for _, tt := range []struct {
+		name  string
+		flags []string
+		want  []string
+	}{
+		{"kept", nil, []string{"npm cache, never written", "writes kept in " + layers + "/npx-server-memory-", "/upper for its next start", "(rm -r " + layers + "/npx-server-memory-"}},
+		{"discarded", []string{"--cache-writes", "discard"}, []string{"npm cache, never written", "writes go to its /tmp and vanish"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append(append([]string{"run", "--dry-run", "--root", proj}, tt.flags...), "--", "npx", "-y", "@modelcontextprotocol/server-memory")
+			if code := Main(args, &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+			}
+			found := false
+			for _, l := range strings.Split(stdout.String(), "\n") {
+				ok := strings.HasPrefix(strings.TrimSpace(l), cache+" ")
+				for _, w := range tt.want {
+					ok = ok && strings.Contains(l, w)
+				}
+				found = found || ok
+			}
+			if !found {
+				t.Errorf("no line for %s with %q in:\n%s", cache, tt.want, stdout.String())
+			}
+			if _, err := os.Stat(filepath.Join(home, ".local")); err == nil {
+				t.Errorf("--dry-run made the state directory")
+			}
+		})
+	}
+	var stderr bytes.Buffer
+	if code := Main([]string{"run", "--cache-writes", "sometimes", "--", "npx", "x"}, io.Discard, &stderr); code != 125 || !strings.Contains(stderr.String(), "--cache-writes") {
+		t.Errorf("--cache-writes sometimes: exit %d, %q; want 125 naming the flag", code, stderr.String())
 	}
 }

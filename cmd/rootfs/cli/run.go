@@ -39,6 +39,10 @@ type RunOptions struct {
 	Grace   time.Duration
 	Strict  bool
 	DryRun  bool
+	// CacheWrites is where a server's writes to a launcher cache go:
+	// "keep" (a layer per server in the state directory) or "discard"
+	// (the sandbox's /tmp).
+	CacheWrites string
 }
 
 // AddFlags registers the flags on f.
@@ -58,6 +62,8 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
 	f.BoolVar(&o.Strict, "strict", false, "serve every file operation through the daemon (open files of a removed root fail with EIO at once) instead of letting the kernel serve what is below each root through a bind mount")
 	f.BoolVar(&o.DryRun, "dry-run", false, "print the sandbox COMMAND would get (roots, runtime directories, auto-binds with their reasons, binds, environment; sizes in files) on stdout and start nothing")
+	f.StringVar(&o.CacheWrites, "cache-writes", cacheWritesKeep, "where the server's writes to a launcher's cache (npx, uvx, pipx) go, which never changes the cache itself: `keep` (in a layer of this command line's own below ~/.local/state/rootfs/overlay, found again at its next start) or discard (in the sandbox's /tmp, gone when it ends)")
+	setValues(f, "cache-writes", cacheWritesKeep, cacheWritesDiscard)
 	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
 }
 
@@ -92,7 +98,32 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	if _, err := rf.run.layout(); err != nil {
 		return nil, err
 	}
+	if err := checkCacheWrites(rf.run.CacheWrites); err != nil {
+		return nil, err
+	}
 	return &rf, nil
+}
+
+// The values of --cache-writes.
+const (
+	cacheWritesKeep    = "keep"
+	cacheWritesDiscard = "discard"
+)
+
+func checkCacheWrites(v string) error {
+	if v != cacheWritesKeep && v != cacheWritesDiscard {
+		return fmt.Errorf("%w: --cache-writes %q: want %s or %s", ErrUsage, v, cacheWritesKeep, cacheWritesDiscard)
+	}
+	return nil
+}
+
+// layers is the directory below which the writes to launcher caches are
+// kept (mountmgr.LayerBase), or "" with --cache-writes discard.
+func (rf *runFlags) layers() string {
+	if rf.run.CacheWrites == cacheWritesDiscard {
+		return ""
+	}
+	return mountmgr.LayerBase(os.Getenv("HOME"), os.Getenv("XDG_STATE_HOME"))
 }
 
 // runCommand is "rootfs run". In the process the client started (P0) it
@@ -232,7 +263,7 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 	var pre []string // environment entries that --setenv may override
 	if !rf.run.NoAutoBind {
 		cwd, _ := os.Getwd()
-		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd})
+		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd, Layers: rf.layers()})
 		if err != nil {
 			return nil, nil, commandError(err)
 		}
@@ -484,6 +515,17 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	// The layers that keep the server's writes to a launcher cache, held
+	// (locked) until the session ends.
+	if rf.run.CacheWrites == cacheWritesKeep && rf.layers() == "" {
+		for _, b := range spec.Binds {
+			if b.Overlay {
+				log.Warn("launcher cache: no state directory ($HOME and $XDG_STATE_HOME are unset) to keep the server's writes in; they vanish when the session ends", zap.String("cache", b.Dest))
+			}
+		}
+	}
+	releaseLayers := mountmgr.PrepareLayers(spec, log)
+	defer releaseLayers()
 	// What the server can write, or could earlier, is never resolved
 	// through: the writable roots of every table, and read-write binds.
 	written, err := writtenSet(spec)

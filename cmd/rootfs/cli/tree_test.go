@@ -381,6 +381,10 @@ func TestFlagValuesAccepted(t *testing.T) {
 	accepts := map[string]func(string) error{
 		"layout":    func(v string) error { _, err := vfs.ParseLayout(v); return err },
 		"log-level": func(v string) error { _, err := newLogger(v, io.Discard); return err },
+		"cache-writes": func(v string) error {
+			_, err := parseRunFlags([]string{"--cache-writes", v, "--", "true"}, io.Discard)
+			return err
+		},
 		"client": func(v string) error {
 			if _, ok := clientconfig.LookupClient(v); !ok {
 				return fmt.Errorf("unknown client %q", v)

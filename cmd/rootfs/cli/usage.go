@@ -36,7 +36,11 @@ file's loader and RPATH/RUNPATH libraries, of an interpreter's
 installation prefix only the subtrees it reads (bin, lib*, include, share;
 a venv's pyvenv.cfg and its base), the directories .pth files name
 (editable installs), a node script's package, and a launcher's cache (npx,
-uvx, pipx) as a read-only layer whose writes stay in the sandbox. Never
+uvx, pipx) as the read-only layer of an overlay: the cache never changes,
+and what the server writes there (its data, the launcher's locks) is kept
+for its next start in a layer of the command line's own below
+~/.local/state/rootfs/overlay (--cache-writes discard: in its /tmp, gone
+when it ends). Never
 the home directory, / or a directory holding credentials, nor anything
 named through a file the server can write (a read-write root's symlinks,
 #! lines, pyvenv.cfg, .pth files). --dry-run prints the whole sandbox, each
