@@ -24,7 +24,13 @@ func hostUID() int {
 	if err != nil {
 		return euid
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	return mappedUID(string(b), euid)
+}
+
+// mappedUID is uid as the parent user namespace knows it, by uidMap (the
+// text of /proc/PID/uid_map); uid itself when no line maps it.
+func mappedUID(uidMap string, uid int) int {
+	for _, line := range strings.Split(uidMap, "\n") {
 		f := strings.Fields(line)
 		if len(f) != 3 {
 			continue
@@ -35,11 +41,11 @@ func hostUID() int {
 		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		if e := uint64(euid); e >= in && e < in+n {
-			return int(out + e - in)
+		if u := uint64(uid); u >= in && u < in+n {
+			return int(out + u - in)
 		}
 	}
-	return euid
+	return uid
 }
 
 // PrepareLayers makes on the host the layers that spec's overlay binds
