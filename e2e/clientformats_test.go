@@ -21,8 +21,9 @@ import (
 // directory the client gives it, the roots it declares), and a real MCP
 // client (the TypeScript SDK) lists its tools and reads a file in the
 // project. The servers: server-filesystem given the project as an
-// argument, a node script named by its path in the project, and a Python
-// server in a venv outside the project.
+// argument, a node script named by its path in the project, a Python
+// server in a venv outside the project, and server-memory from npx, whose
+// graph must survive a restart (npm's cache served by a local registry).
 
 // clientFormat is how one client keeps and starts its servers.
 type clientFormat struct {
@@ -148,10 +149,15 @@ func TestClientFormatsWrapAndStart(t *testing.T) {
 	must(t, os.Symlink(rootfs, filepath.Join(bin, "rootfs")))
 	path := bin + ":/usr/local/bin:/usr/bin:/bin"
 
+	reg := localRegistry(t, lockedPackages(t))
+	registry := reg.URL + "/"
+
 	for _, f := range clientFormats() {
 		t.Run(f.name, func(t *testing.T) {
 			home, secret := launchHome(t)
 			project := filepath.Join(home, "src", "proj")
+			must(t, os.MkdirAll(project, 0o755))
+			warmPackage(t, home, project, registry, memoryPkg)
 			mustWrite(t, filepath.Join(project, "README.md"), "the project of "+f.name+"\n")
 			script := filepath.Join(project, "tools", "server.mjs")
 			esm := strings.Replace(echoJS, `const fs = require("fs");`, `import fs from "fs"; import readline from "readline";`, 1)
@@ -169,26 +175,34 @@ func TestClientFormatsWrapAndStart(t *testing.T) {
 				{name: "script", command: "node", args: []string{scriptArg}, env: map[string]string{"GREETING": "hello"}, tool: "read", arg: filepath.Join(project, "README.md")},
 				{name: "venv", command: pyServer, args: []string{}, tool: "read", arg: filepath.Join(project, "README.md")},
 			}
+			// server-memory from npx, its package in the npm cache: its
+			// graph must outlive a restart (started below, twice).
+			memory := clientServer{name: "memory", command: "npx", args: []string{"-y", memoryPkg}, env: map[string]string{"npm_config_registry": registry}}
 			cfg := filepath.Join(project, strings.TrimPrefix(f.file, "./"))
 			if strings.HasPrefix(f.file, "~/") {
 				cfg = filepath.Join(home, f.file[2:])
 			}
-			mustWrite(t, cfg, configText(f, servers))
+			all := append(append([]clientServer{}, servers...), memory)
+			mustWrite(t, cfg, configText(f, all))
 
 			cmd := exec.Command(rootfs, "wrap", "--client", f.name)
 			cmd.Dir = project
 			cmd.Env = []string{"HOME=" + home, "PATH=" + path, "XDG_CONFIG_HOME=", "XDG_STATE_HOME=", "CODEX_HOME="}
 			out, err := cmd.CombinedOutput()
-			expect(t, kindWorks, f.name+": rootfs wrap succeeds", err == nil && strings.Count(string(out), ": wrapped") == len(servers), "%v\n%s", err, out)
+			expect(t, kindWorks, f.name+": rootfs wrap succeeds", err == nil && strings.Count(string(out), ": wrapped") == len(all), "%v\n%s", err, out)
 			expect(t, kindWorks, f.name+": wrap names the project as a root from server-filesystem's argument",
 				strings.Contains(string(out), "roots from its arguments (kept whatever the client sends): "+project), "%s", out)
 
 			entries := readEntries(t, f, cfg)
 			clientEnv := map[string]string{"HOME": home, "PATH": path}
-			for _, s := range servers {
-				e, ok := entries[s.name]
-				if !expect(t, kindWorks, f.name+"/"+s.name+": the wrapped entry runs rootfs", ok && filepath.Base(e.Command) == "rootfs", "%+v", e) {
-					continue
+			// start is how the client starts an entry: its variables
+			// expanded, the env block over its own environment, in its
+			// working directory, declaring its roots.
+			start := func(name string, steps ...step) (*transcript, bool) {
+				t.Helper()
+				e, ok := entries[name]
+				if !expect(t, kindWorks, f.name+"/"+name+": the wrapped entry runs rootfs", ok && filepath.Base(e.Command) == "rootfs", "%+v", e) {
+					return nil, false
 				}
 				x := func(v string) string {
 					if f.expand == nil {
@@ -211,23 +225,35 @@ func TestClientFormatsWrapAndStart(t *testing.T) {
 				if e.Cwd != "" {
 					cwd = x(e.Cwd)
 				}
-				sc := scenario{Env: env, Cwd: cwd, Steps: []step{
-					{"op": "listTools", "label": "tools"},
-					call("read", s.tool, map[string]any{"path": s.arg}),
-					call("secret", s.tool, map[string]any{"path": filepath.Join(home, ".ssh", "id_ed25519")}),
-				}}
+				sc := scenario{Env: env, Cwd: cwd, Steps: steps}
 				if f.roots != nil {
 					sc.Roots = f.roots(project)
 				} else {
 					sc.Capabilities, sc.Roots = map[string]any{}, []mcpRoot{}
 				}
-				tr := runTS(t, argv, sc)
+				return runTS(t, argv, sc), true
+			}
+			for _, s := range servers {
+				tr, ok := start(s.name,
+					step{"op": "listTools", "label": "tools"},
+					call("read", s.tool, map[string]any{"path": s.arg}),
+					call("secret", s.tool, map[string]any{"path": filepath.Join(home, ".ssh", "id_ed25519")}))
+				if !ok {
+					continue
+				}
 				tools := tr.step(t, "tools")
-				expect(t, kindWorks, f.name+"/"+s.name+": starts as the client starts it and lists its tools", tools.OK && strings.Contains(tools.Text, s.tool), "%s\nargv %q\nstderr:\n%s", tools, argv, tr.stderr)
+				expect(t, kindWorks, f.name+"/"+s.name+": starts as the client starts it and lists its tools", tools.OK && strings.Contains(tools.Text, s.tool), "%s\nstderr:\n%s", tools, tr.stderr)
 				r := tr.step(t, "read")
 				expect(t, kindWorks, f.name+"/"+s.name+": reads a file in the project", r.succeeded() && strings.Contains(r.Text, "the project of "+f.name), "%s\nstderr:\n%s", r, tr.stderr)
 				sec := tr.step(t, "secret")
 				expect(t, kindContain, f.name+"/"+s.name+": ~/.ssh stays out", !sec.succeeded() && !strings.Contains(sec.Text, secret), "%s", sec)
+			}
+			entity := "rootfs-e2e-" + f.name + "-" + randHex(4)
+			if tr, ok := start("memory", call("create", "create_entities", map[string]any{"entities": []any{
+				map[string]any{"name": entity, "entityType": "test", "observations": []string{"kept"}}}})); ok {
+				expect(t, kindWorks, f.name+"/memory: create_entities", tr.step(t, "create").succeeded(), "%s\nstderr:\n%s", tr.step(t, "create"), tr.stderr)
+				tr, _ = start("memory", call("read", "read_graph", nil))
+				expect(t, kindWorks, f.name+"/memory: the graph survives a restart", strings.Contains(tr.step(t, "read").Text, entity), "%s\nstderr:\n%s", tr.step(t, "read"), tr.stderr)
 			}
 			if f.name == "vscode" {
 				// Negative control: the script server started without rootfs
@@ -243,7 +269,7 @@ func TestClientFormatsWrapAndStart(t *testing.T) {
 			cmd.Env = []string{"HOME=" + home, "PATH=" + path, "XDG_CONFIG_HOME=", "XDG_STATE_HOME=", "CODEX_HOME="}
 			out, err = cmd.CombinedOutput()
 			got, _ := os.ReadFile(cfg)
-			expect(t, kindWorks, f.name+": unwrap restores the file byte for byte", err == nil && string(got) == configText(f, servers), "%v\n%s\n%s", err, out, got)
+			expect(t, kindWorks, f.name+": unwrap restores the file byte for byte", err == nil && string(got) == configText(f, all), "%v\n%s\n%s", err, out, got)
 		})
 	}
 }
