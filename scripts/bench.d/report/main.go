@@ -87,7 +87,9 @@ func run(args []string, stdout io.Writer) error {
 		fmt.Fprintln(fs.Output(), "usage: report [-o FILE] RAWFILE")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -31,7 +31,7 @@ type Row struct {
 // first-touch samples depend on it.
 type Raw struct {
 	Rows []Row
-	// meta holds the value of each fact (step "meta", no target), the last
+	// meta holds the value of each fact (step "meta"), the last
 	// one given winning.
 	meta map[string]string
 	// down holds why each target was not measured (meta "down" with a
