@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // errNoFUSE marks what this process lacks for a FUSE mount.
@@ -64,10 +65,14 @@ func userAllowOther(path string) bool {
 // number is a raw wait status.
 var fusermountExit = regexp.MustCompile(`fusermount exited with code (\d+)`)
 
-// fuseMountError turns a failed FUSE mount into one line with a fix: what
-// fuseProblem finds now, or else the error itself, with fusermount3's wait
-// status as an exit status and a pointer to rootfs doctor.
+// fuseMountError turns a failed FUSE mount into one line with a fix: a bad
+// mount point as it is, else what fuseProblem finds now, else the error
+// itself, with fusermount3's wait status as an exit status and a pointer to
+// rootfs doctor.
 func fuseMountError(err error, allowOther bool) error {
+	if errors.Is(err, vfs.ErrBadMountpoint) {
+		return err // says what is wrong with the mount point itself
+	}
 	if p := fuseProblem(allowOther); p != nil {
 		return p
 	}

@@ -106,9 +106,6 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	}
 	m, err := v.Mount(dir, vfs.MountOptions{AllowOther: mo.AllowOther})
 	if err != nil {
-		if errors.Is(err, vfs.ErrBadMountpoint) {
-			return err
-		}
 		return fuseMountError(err, mo.AllowOther)
 	}
 	defer m.Unmount()
