@@ -38,9 +38,10 @@ func rawInitError(t *testing.T, argv, env []string, dir string) (string, int, st
 	must(t, cmd.Start())
 	defer stdin.Close()
 	_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{}},"clientInfo":{"name":"raw","version":"0"}}}`+"\n")
-	answer := make(chan string, 1)
-	go func() {
-		defer close(answer)
+	var msg string
+	read := make(chan struct{})
+	go func() { // to EOF, before Wait, which closes the pipe
+		defer close(read)
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -51,21 +52,18 @@ func rawInitError(t *testing.T, argv, env []string, dir string) (string, int, st
 				} `json:"error"`
 			}
 			if json.Unmarshal(sc.Bytes(), &m) == nil && m.ID == float64(1) && m.Error != nil {
-				answer <- m.Error.Message
+				msg = m.Error.Message
 			}
 		}
 	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	status := -1
 	select {
-	case err := <-done:
-		status = exitStatus(err)
+	case <-read:
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		<-done
+		<-read
 	}
-	return <-answer, status, stderr.String()
+	status := exitStatus(cmd.Wait())
+	return msg, status, stderr.String()
 }
 
 // stderrLine is the line of stderr that starts with prefix, without it.

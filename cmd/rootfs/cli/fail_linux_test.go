@@ -45,9 +45,9 @@ func runClient(t *testing.T, cmd *exec.Cmd) (msg, stderr string, code int) {
 	}
 	defer stdin.Close()
 	io.WriteString(stdin, initLine+"\n")
-	answer := make(chan string, 1)
-	go func() {
-		defer close(answer)
+	read := make(chan struct{})
+	go func() { // to EOF, before Wait, which closes the pipe
+		defer close(read)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			var m struct {
@@ -58,19 +58,18 @@ func runClient(t *testing.T, cmd *exec.Cmd) (msg, stderr string, code int) {
 				} `json:"error"`
 			}
 			if json.Unmarshal(sc.Bytes(), &m) == nil && m.ID == 1 && m.Error != nil && m.Error.Code == -32603 {
-				answer <- m.Error.Message
+				msg = m.Error.Message
 			}
 		}
 	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err = <-done:
+	case <-read:
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("still running after 60s; stderr:\n%s", errb.String())
+		<-read
+		t.Errorf("still running after 60s")
 	}
-	msg = <-answer
+	cmd.Wait()
 	code = cmd.ProcessState.ExitCode()
 	return msg, errb.String(), code
 }
