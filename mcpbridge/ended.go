@@ -29,7 +29,7 @@ const maxReason = 2048
 // ExitInfo is how the server ended, for the errors that answer the requests it left unanswered.
 type ExitInfo struct {
 	// Status is the server's exit status, 128+N when signal N ended it; -1 when it has not
-	// exited (it only closed its stdout) or is unknown.
+	// exited (it only closed its stdout, or its stdin) or is unknown.
 	Status int
 	// LastStderr is the last line the server wrote to stderr that says something, usually why
 	// it gave up ("fatal: cannot open db"); "" when none.
@@ -41,7 +41,7 @@ func (x ExitInfo) message() string {
 	var how string
 	switch {
 	case x.Status < 0:
-		how = "the server closed its output"
+		how = "the server closed the connection"
 	case x.Status > 128 && x.Status < 128+65:
 		sig := syscall.Signal(x.Status - 128)
 		how = fmt.Sprintf("the server was killed by signal %d (%s)", int(sig), sig)

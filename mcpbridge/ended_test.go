@@ -20,7 +20,7 @@ func TestExitInfoMessage(t *testing.T) {
 		{"status and stderr", ExitInfo{Status: 1, LastStderr: "fatal: cannot open db"}, "rootfs: the server exited with status 1 before answering: fatal: cannot open db"},
 		{"status only", ExitInfo{Status: 0}, "rootfs: the server exited with status 0 before answering"},
 		{"signal", ExitInfo{Status: 137}, "rootfs: the server was killed by signal 9 (killed) before answering"},
-		{"still running", ExitInfo{Status: -1, LastStderr: "listening"}, "rootfs: the server closed its output before answering: listening"},
+		{"still running", ExitInfo{Status: -1, LastStderr: "listening"}, "rootfs: the server closed the connection before answering: listening"},
 		{"one line", ExitInfo{Status: 2, LastStderr: "a\nb\r\n\tc"}, "rootfs: the server exited with status 2 before answering: a b c"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
