@@ -496,6 +496,17 @@ func (tr *transcript) step(t *testing.T, label string) *stepRec {
 // runTS runs the scenario through client.mjs with command line argv.
 func runTS(t *testing.T, argv []string, sc scenario) *transcript {
 	t.Helper()
+	tr := runTSMayFail(t, argv, sc)
+	if tr.Fatal != "" {
+		t.Fatalf("client.mjs: %s\nstderr:\n%s", tr.Fatal, tr.stderr)
+	}
+	return tr
+}
+
+// runTSMayFail is runTS for a session that may not start: the transcript's
+// Fatal then says what the SDK client reported ("connect: ...").
+func runTSMayFail(t *testing.T, argv []string, sc scenario) *transcript {
+	t.Helper()
 	node := nodeBin(t)
 	sc.Command, sc.Args = argv[0], argv[1:]
 	in, err := json.Marshal(sc)
@@ -515,9 +526,6 @@ func runTS(t *testing.T, argv []string, sc scenario) *transcript {
 	last := lastLine(stdout.String())
 	if err := json.Unmarshal([]byte(last), tr); err != nil {
 		t.Fatalf("client.mjs printed no transcript (%v, run: %v)\nstdout: %q\nstderr:\n%s", err, runErr, stdout.String(), tr.stderr)
-	}
-	if tr.Fatal != "" {
-		t.Fatalf("client.mjs: %s\nstderr:\n%s", tr.Fatal, tr.stderr)
 	}
 	t.Logf("%s: %d steps, %d roots/list answered by the client", filepath.Base(argv[0]), len(tr.Steps), tr.RootsListCalls)
 	if os.Getenv("E2E_DUMP") != "" { // debugging: the whole transcript

@@ -97,7 +97,10 @@
 // one write(2) per message. router.go reads each side and decides, per message, what to answer,
 // forward or hold. Two small types keep the session's state, each under its own lock:
 // forwarded.go (the client's requests in flight) and roots.go (the roots state machine: fetch,
-// queue, hold, waiters; and the Bridge's I/O for it). limits.go holds the limits below.
+// queue, hold, waiters; and the Bridge's I/O for it). limits.go holds the limits below. ended.go
+// is what the client is told when no server will answer it: Refuse for a session that could not
+// start, and the Bridge's answer to an initialize the server left unanswered (it waits at most
+// ClientWait for one the client has not sent yet).
 //
 // # Concurrency and deadlocks
 //
@@ -169,6 +172,13 @@ type Options struct {
 	// and rootfs warns once.
 	NoRoots error
 
+	// ServerExit, when not nil, tells how the server ended, for the errors that answer the
+	// client's requests it left unanswered (initialize included): their message names the exit
+	// status and the server's last line of stderr. Run calls it at most once, after the server
+	// closed its stdout, and it may wait briefly (a second or so) for the server to exit. Nil:
+	// the messages say only that the server exited.
+	ServerExit func() ExitInfo
+
 	// RootsTimeout bounds the wait for the client's roots/list answer and the server's wait for
 	// the first roots. Zero means 10s.
 	RootsTimeout time.Duration
@@ -184,7 +194,9 @@ var (
 	// stdin has been closed; the caller now waits for the server, then SIGTERM, then SIGKILL.
 	ErrClientClosed = errors.New("client closed the connection")
 	// ErrServerClosed: the server closed its stdout (or its stdin broke). The client's pending
-	// requests have been answered with errors; the caller exits with the server's status.
+	// requests have been answered with errors, and so has its initialize if it came within
+	// ClientWait (a server that ends before the client spoke); the caller exits with the
+	// server's status.
 	ErrServerClosed = errors.New("server closed the connection")
 )
 
@@ -222,6 +234,8 @@ type Bridge struct {
 	toServer *peerWriter
 	pending  *forwarded  // the client's requests forwarded to the server, not yet answered
 	roots    *rootsState // fetch, queue, hold, waiters
+	init     *initState  // the client's initialize, for a server that ends before answering it
+	exitMsg  func() string
 
 	ended   chan endCause // first side to end
 	done    chan struct{} // closed when Run returns; late handlers do nothing
@@ -278,11 +292,18 @@ func New(opts Options) (*Bridge, error) {
 		prefix:  prefix,
 		pending: newForwarded(),
 		roots:   newRootsState(prefix, opts.RootsTimeout, opts.MaxLine),
+		init:    newInitState(),
 		ended:   make(chan endCause, 4),
 		done:    make(chan struct{}),
 		closing: make(chan struct{}),
 	}
 	b.roots.onFetchTimeout, b.roots.onWaiterTimeout = b.fetchTimedOut, b.waiterTimedOut
+	b.exitMsg = sync.OnceValue(func() string {
+		if opts.ServerExit == nil {
+			return "rootfs: the server exited before answering"
+		}
+		return opts.ServerExit().message()
+	})
 	return b, nil
 }
 
@@ -310,6 +331,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		cause = endCause{client: true, err: ctx.Err()}
 	}
+	if !cause.client {
+		// Nothing more reaches the server; the client loop still runs, to answer an
+		// initialize that has not come yet with why the server ended.
+		b.toServer.stopNow()
+		b.opts.ServerIn.Close()
+		b.awaitInitialize(ctx)
+	}
 	close(b.closing)
 	b.stopTimers()
 	start := time.Now()
@@ -336,8 +364,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("%w: %v", ErrClientClosed, cause.err)
 	}
-	b.toServer.stopNow()
-	b.opts.ServerIn.Close()
 	b.failPending()
 	b.toClient.closeAfterDrain(flushTimeout)
 	b.toClient.stopNow()
@@ -363,11 +389,42 @@ func (b *Bridge) isDone() bool {
 
 func (b *Bridge) stopTimers() { b.roots.stopTimers() }
 
+// awaitInitialize runs when the server has ended: unless the client's initialize is already
+// forwarded (failPending answers it), it has the client loop answer the next requests with why
+// the server ended, and waits at most ClientWait for an initialize among them, so the client
+// shows the reason rather than a closed connection.
+func (b *Bridge) awaitInitialize(ctx context.Context) {
+	if !b.init.serverGone(b.exitMsg()) {
+		return
+	}
+	t := time.NewTimer(ClientWait)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.init.settled:
+			return
+		case c := <-b.ended:
+			if c.client {
+				return
+			}
+		case <-t.C:
+			b.log.Debug("the server ended and the client sent no initialize to tell it why", zap.Duration("waited", ClientWait))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // failPending answers every forwarded client request the server left unanswered.
 func (b *Bridge) failPending() {
 	ids := b.pending.drain()
+	if len(ids) == 0 {
+		return
+	}
+	msg := b.exitMsg()
 	for _, id := range ids {
-		b.sendClient(errorReply(id, codeInternalError, "the mcp server exited before answering (rootfs)", nil))
+		b.sendClient(errorReply(id, codeInternalError, msg, nil))
 	}
 	if len(ids) > 0 {
 		b.log.Warn("server exited with requests pending; answered them with errors", zap.Int("requests", len(ids)))

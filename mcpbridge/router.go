@@ -188,6 +188,10 @@ func (b *Bridge) routeClient(el []byte) route {
 			b.log.Warn("refused a modern-era request", zap.String("method", e.method), zap.String("version", v))
 			return route{reply: unsupportedVersionReply(e.id, v)}
 		}
+		if msg := b.init.goneMessage(e.method == methodInitialize); msg != "" {
+			// The server has ended and the client has not initialized: tell it why.
+			return route{reply: errorReply(e.id, codeInternalError, msg, nil)}
+		}
 		if len(e.rawID) > maxIDLen {
 			return route{reply: errorReply(e.id, codeInvalidRequest,
 				fmt.Sprintf("invalid request: an id of %d bytes; rootfs keeps ids of at most %d (use a shorter id)", len(e.rawID), maxIDLen), nil)}
@@ -205,6 +209,7 @@ func (b *Bridge) routeClient(el []byte) route {
 				"rootfs: still fetching the client's first roots and already holding %d messages (or %d bytes) for the server; retry once roots/list is answered", maxHeld, b.opts.MaxLine), nil)}
 		}
 		if e.method == methodInitialize {
+			b.init.forwarded()
 			return route{kind: kindRequest, fwd: b.editInitialize(&e)}
 		}
 		return route{kind: kindRequest, fwd: el}

@@ -25,13 +25,7 @@ import (
 func Preflight() []Finding {
 	var out []Finding
 	out = append(out, probeNamespaces())
-	if f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0); err != nil {
-		out = append(out, Finding{Name: "fuse", Fatal: true, Detail: "cannot open /dev/fuse: " + errText(err),
-			Fix: "load the fuse module (modprobe fuse) and make /dev/fuse readable and writable by this user (mode 0666 is the usual default)"})
-	} else {
-		f.Close()
-		out = append(out, Finding{Name: "fuse", OK: true, Detail: "/dev/fuse opens read-write"})
-	}
+	out = append(out, FUSEFinding())
 	if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
 		out = append(out, Finding{Name: "seccomp", Fatal: true, Detail: "seccomp unavailable: " + errText(err), Fix: "use a kernel built with CONFIG_SECCOMP_FILTER"})
 	} else if mode != 0 {
@@ -54,6 +48,27 @@ func Preflight() []Finding {
 			Fix: "use Linux 6.12+ with landlock in the lsm= list, or pass --no-network"})
 	}
 	return out
+}
+
+// FUSEFinding checks that this process can open /dev/fuse read-write,
+// which every FUSE mount needs: a direct mount opens it, and fusermount3
+// opens it with the caller's own credentials.
+func FUSEFinding() Finding {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err == nil {
+		f.Close()
+		return Finding{Name: "fuse", OK: true, Detail: "/dev/fuse opens read-write"}
+	}
+	fd := Finding{Name: "fuse", Fatal: true, Detail: "cannot open /dev/fuse: " + errText(err)}
+	switch {
+	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO):
+		fd.Fix = "load the fuse module (sudo modprobe fuse); in a container, pass the device (docker run --device /dev/fuse)"
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+		fd.Fix = "make /dev/fuse readable and writable by this user (sudo chmod 0666 /dev/fuse; mode 0666 is the usual default), or run rootfs as root"
+	default:
+		fd.Fix = "load the fuse module (modprobe fuse) and make /dev/fuse readable and writable by this user (mode 0666 is the usual default)"
+	}
+	return fd
 }
 
 func errText(err error) string {

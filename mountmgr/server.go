@@ -45,6 +45,7 @@ type Server struct {
 	cmd       *exec.Cmd
 	serverPid int // P3's pid inside the PID namespace
 	log       *zap.Logger
+	tail      stderrTail    // the last lines of the server's stderr
 	done      chan struct{} // closed when P2 has been reaped
 	code      int
 }
@@ -59,6 +60,27 @@ func (s *Server) Wait() int {
 	<-s.done
 	return s.code
 }
+
+// WaitFor waits at most d for the sandbox to exit and returns the server's
+// exit status and true, or -1 and false if it is still running.
+func (s *Server) WaitFor(d time.Duration) (int, bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return s.code, true
+	case <-t.C:
+		return -1, false
+	}
+}
+
+// LastStderr returns the last line of the server's stderr that says
+// something (not blank, not a stack frame), cleaned up to fit in one line
+// of a message; "" when there is none. The server's stderr still goes to
+// ServerOptions.Stderr in full: this is the line a client that only shows
+// an error message should see. Once Wait has returned, it holds
+// everything the server wrote.
+func (s *Server) LastStderr() string { return s.tail.last() }
 
 // Signal forwards sig to the server (through P2).
 func (s *Server) Signal(sig os.Signal) error {

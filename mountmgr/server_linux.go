@@ -114,7 +114,7 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		f.Close()
 	}
 	go func() {
-		_, _ = io.Copy(stderr, stderrR)
+		_, _ = io.Copy(teeWriter{&s.tail, stderr}, stderrR)
 		stderrR.Close()
 		close(copied)
 	}()
@@ -159,4 +159,16 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		return nil, &ExecError{Code: r.rep.Code, Msg: r.rep.Msg}
 	}
 	return nil, fmt.Errorf("%w: %s", ErrSetup, r.rep.Msg) // stageError
+}
+
+// teeWriter writes to the tail, which never fails, then to w, whose error
+// it returns: a stderr that breaks ends the copy as before.
+type teeWriter struct {
+	tail *stderrTail
+	w    io.Writer
+}
+
+func (t teeWriter) Write(p []byte) (int, error) {
+	_, _ = t.tail.Write(p)
+	return t.w.Write(p)
 }

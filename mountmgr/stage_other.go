@@ -24,6 +24,11 @@ func PrivateMountDir() (string, func(), error) { return "", nil, errNotLinux }
 // StartServer fails off Linux.
 func StartServer(context.Context, *Spec, ServerOptions) (*Server, error) { return nil, errNotLinux }
 
+// FUSEFinding reports that FUSE needs Linux.
+func FUSEFinding() Finding {
+	return Finding{Name: "fuse", Fatal: true, Detail: "FUSE mounts need Linux"}
+}
+
 // Preflight reports that the sandbox needs Linux.
 func Preflight() []Finding {
 	return []Finding{{Name: "sandbox", Fatal: true, Detail: "rootfs run needs Linux"}}

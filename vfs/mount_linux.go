@@ -33,6 +33,7 @@ type MountOptions struct {
 // the first result).
 type Mount struct {
 	dir string
+	dev uint64 // the mount's device number (0: unknown)
 	srv *fuse.Server
 	log *zap.Logger
 
@@ -108,6 +109,9 @@ func (v *View) Mount(dir string, opts MountOptions) (*Mount, error) {
 		return nil, fmt.Errorf("mount %s: %w", abs, err)
 	}
 	m := &Mount{dir: abs, srv: srv, log: log}
+	if self := v.self.Load(); self != nil {
+		m.dev = self.dev
+	}
 	if srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		log.Debug("fuse passthrough not available; file i/o is served by the daemon", zap.String("mountpoint", abs))
 	}
@@ -121,6 +125,18 @@ func (m *Mount) Dir() string { return m.dir }
 // Wait blocks until the server stops serving (after Unmount, or after an
 // external unmount once the last open file is closed).
 func (m *Mount) Wait() { m.srv.Wait() }
+
+// Mounted reports whether the mount point still holds this mount, from
+// /proc/self/mountinfo (the mount itself is never touched, so a dead mount
+// cannot hang the call). After Wait returns it tells how serving ended:
+// false when the mount was removed (Unmount, fusermount3 -u, umount -l from
+// outside), true when it is still there but no longer served (the
+// connection was aborted through /sys/fs/fuse/connections), which leaves a
+// dead mount for Unmount to detach.
+func (m *Mount) Mounted() bool {
+	dev, fstype, ok := topMount(m.dir)
+	return ok && strings.HasPrefix(fstype, "fuse") && (m.dev == 0 || dev == m.dev)
+}
 
 // Unmount unmounts once; later calls return the first result. A mount that
 // someone else already removed is not an error. When the mount is busy

@@ -21,4 +21,5 @@ func (v *View) Mount(string, MountOptions) (*Mount, error) { return nil, errNotL
 
 func (m *Mount) Dir() string    { return "" }
 func (m *Mount) Wait()          {}
+func (m *Mount) Mounted() bool  { return false }
 func (m *Mount) Unmount() error { return nil }

@@ -4,7 +4,8 @@
 //
 // # Exit codes
 //
-//	0    success (mount: unmounted cleanly after SIGINT/SIGTERM)
+//	0    success (mount: unmounted cleanly, after SIGINT/SIGTERM or from
+//	     outside by fusermount3 -u)
 //	1-124 run: the wrapped server's own status (0 too), also when the
 //	     client leaves (closes stdin or dies) and on SIGINT/SIGTERM,
 //	     which rootfs passes on after closing the server's stdin

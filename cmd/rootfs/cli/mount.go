@@ -38,7 +38,10 @@ func addMountFlags(f *pflag.FlagSet, ro *RootsOptions, mo *MountOptions) {
 
 // runMount is "rootfs mount": mount the view of the given roots at
 // MOUNTPOINT, serve in the foreground, re-read the roots on SIGHUP, unmount
-// and return nil on SIGINT or SIGTERM. A nil log is built from --log-level.
+// and return nil on SIGINT or SIGTERM. An unmount from outside (fusermount3
+// -u, umount) is a clean end too, and returns nil; a mount that stops being
+// served but stays mounted (its connection aborted) is an error. A nil log
+// is built from --log-level.
 func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Logger) error {
 	f := pflag.NewFlagSet("mount", pflag.ContinueOnError)
 	var ro RootsOptions
@@ -98,9 +101,12 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	if err := fuseProblem(mo.AllowOther); err != nil {
+		return err
+	}
 	m, err := v.Mount(dir, vfs.MountOptions{AllowOther: mo.AllowOther})
 	if err != nil {
-		return err
+		return fuseMountError(err, mo.AllowOther)
 	}
 	defer m.Unmount()
 	report(stderr, "rootfs: mounted "+m.Dir(), t)
@@ -113,7 +119,12 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 			log.Info("unmounting", zap.String("mountpoint", m.Dir()))
 			return m.Unmount()
 		case <-served:
-			return fmt.Errorf("%s was unmounted from outside; stopping", m.Dir())
+			if m.Mounted() {
+				// Deferred Unmount detaches the dead mount.
+				return fmt.Errorf("%s stopped being served (its FUSE connection was aborted) and is detached; mount it again", m.Dir())
+			}
+			log.Info("unmounted from outside; stopping", zap.String("mountpoint", m.Dir()))
+			return nil
 		case <-hup:
 			reload(&ro, v, stderr, log)
 		}

@@ -74,6 +74,10 @@ type runFlags struct {
 	argv   []string
 	// autoBind is what spec found, for --dry-run's "left out".
 	autoBind *mountmgr.AutoBind
+	// clientTaken: the client's stdin went to P1 or to the bridge, which
+	// answer the client themselves; an error from here on is not refused
+	// to it again (see refuseClient).
+	clientTaken bool
 }
 
 // addFlags registers the flags of "rootfs run" on f.
@@ -132,16 +136,13 @@ func (rf *runFlags) layers() string {
 // in runDaemon. P0 exits with P1's status, which is the server's. stdout
 // is written only by --dry-run, where no protocol runs: otherwise it is
 // the client's, and P1 hands it to the bridge.
-func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	rf, err := parseRunFlags(args, stderr)
-	if err != nil {
-		return err
-	}
-	log, err := newLogger(rf.roots.LogLevel, stderr)
-	if err != nil {
-		return err
-	}
-	defer log.Sync()
+//
+// When rootfs cannot start the server, in P0 (flags, COMMAND not found,
+// preflight) or in P1 before the bridge runs (the view's mount, the
+// sandbox, the exec), the process that fails answers the client's
+// initialize with the error (refuseClient) before it exits with its usual
+// status and stderr line.
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	// A client that dies closes rootfs's stdout, and often the pipe of its
 	// stderr. A write there must fail with EPIPE, which the bridge takes
 	// for the client leaving (the server gets end of input, then its
@@ -151,6 +152,27 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	epipe := make(chan os.Signal, 1)
 	signal.Notify(epipe, syscall.SIGPIPE)
 	defer signal.Stop(epipe)
+	var rf *runFlags
+	log := zap.NewNop()
+	defer func() { // registered after signal.Stop, so it runs before it: the answer may meet EPIPE
+		if err == nil || errors.Is(err, errHelp) || rf != nil && (rf.clientTaken || rf.run.DryRun) {
+			return
+		}
+		maxLine := 0
+		if rf != nil {
+			maxLine = rf.bridge.MaxLine
+		}
+		refuseClient(os.Stdin, stdout, err, maxLine, log)
+	}()
+	rf, err = parseRunFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if log, err = newLogger(rf.roots.LogLevel, stderr); err != nil {
+		log = zap.NewNop()
+		return err
+	}
+	defer log.Sync()
 	if mountmgr.InDaemon() {
 		return runDaemon(ctx, rf, log)
 	}
@@ -181,7 +203,23 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	rf.clientTaken = true // P1 ran, and answered the client or bridged it
 	return &ExitError{Code: code}
+}
+
+// refuseClient answers the client's initialize, if it sends one within
+// mcpbridge.ClientWait, with a JSON-RPC error whose message says in one
+// line why the server did not start and how to fix it (err, the line
+// rootfs also prints on stderr), so that the client shows the reason rather
+// than "Connection closed". A terminal on in is a person, not a client:
+// nothing is read.
+func refuseClient(in *os.File, out io.Writer, err error, maxLine int, log *zap.Logger) {
+	if fi, serr := in.Stat(); serr != nil || fi.Mode()&os.ModeCharDevice != 0 {
+		return
+	}
+	if mcpbridge.Refuse(in, out, "rootfs: cannot start the server: "+err.Error(), mcpbridge.ClientWait, maxLine) {
+		log.Debug("answered the client's initialize with the error")
+	}
 }
 
 func commandError(err error) error {
@@ -578,7 +616,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
-		return err
+		return fuseMountError(err, false)
 	}
 	defer m.Unmount()
 	var binds *mountmgr.RootBinds
@@ -625,6 +663,11 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
 	bopts.View, bopts.Static, bopts.Pinned, bopts.NoRoots, bopts.Logger = view, bridgeStatic, pinned, noRoots, log
+	bopts.ServerExit = func() mcpbridge.ExitInfo {
+		// The server closed its stdout, usually as it exits.
+		code, _ := srv.WaitFor(time.Second) // -1 while it runs on
+		return mcpbridge.ExitInfo{Status: code, LastStderr: srv.LastStderr()}
+	}
 	if binds != nil {
 		bopts.View = binds // each install, then the new entries' binds
 	}
@@ -652,6 +695,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		}
 	}()
 
+	rf.clientTaken = true
 	runErr := br.Run(bctx)
 	// Run has closed the server's stdin. Give the server its grace, then
 	// SIGTERM, then SIGKILL: about 1s by default, well inside the ~2s that

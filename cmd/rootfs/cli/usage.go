@@ -61,7 +61,10 @@ Examples:
 Exit status:
   the server's own status; 125 when rootfs itself fails (one line on stderr
   says why), 126 when COMMAND cannot be executed, 127 when it is not found,
-  128+N when the server was killed by signal N. When the client leaves
+  128+N when the server was killed by signal N. When the server cannot start,
+  or ends before answering, the client's initialize (if it comes within 2s)
+  gets a JSON-RPC error (-32603) that says why in one line: the stderr line
+  with its fix, or the server's status and its last line of stderr. When the client leaves
   (closes rootfs's stdin, or dies), the server gets end of input, then
   SIGTERM and SIGKILL after --grace each; on SIGINT or SIGTERM rootfs also
   passes the signal on. Either way rootfs exits with the server's status:
@@ -86,9 +89,11 @@ Example:
   mkdir -p /tmp/view && rootfs mount --root ~/src/app --root ~/notes.md /tmp/view
 
 Exit status:
-  0 after a clean unmount, 1 on error (one line on stderr says why), 2 on a
-  usage error, 125 when a --root or --roots-file entry does not exist (as
-  rootfs run).
+  0 after a clean unmount (on SIGINT or SIGTERM, or by fusermount3 -u or
+  umount from outside), 1 on error (one line on stderr says why and what to
+  do, such as a /dev/fuse this user cannot open, or a mount whose FUSE
+  connection was aborted), 2 on a usage error, 125 when a --root or
+  --roots-file entry does not exist (as rootfs run).
 
 Flags:
 `
