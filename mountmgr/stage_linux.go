@@ -105,6 +105,34 @@ var testKnob string
 // P1, whose view resolves beneath the roots' descriptors in this namespace
 // and so shows them; nothing mounted in P1 propagates back (a slave only
 // receives), and every mount P1 makes itself (the tmpfs of
+// mountBase is where PrivateMountDir makes its directory: the first of
+// $TMPDIR (or /tmp), /dev/shm, /run and /var/tmp that lies in none of
+// avoid (the host paths of the roots): a root that is the temporary
+// directory itself, as when rootfs starts in /tmp with no --root, would
+// otherwise hold the view's own mount point.
+func mountBase(avoid []string) string {
+	inside := func(d string) bool {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+		for _, a := range avoid {
+			if r, err := filepath.EvalSymlinks(a); err == nil {
+				a = r
+			}
+			if d == a || strings.HasPrefix(d, a+"/") || a == "/" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range []string{os.TempDir(), "/dev/shm", "/run", "/var/tmp"} {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && unix.Access(d, unix.W_OK|unix.X_OK) == nil && !inside(d) {
+			return d
+		}
+	}
+	return os.TempDir() // the view refuses it with a clear error
+}
+
 // PrivateMountDir, the view) is private. Without root, the kernel already
 // made the copies of shared host mounts slaves when it created the user's
 // less privileged namespace (CL_SHARED_TO_SLAVE); this keeps them so.
@@ -232,11 +260,11 @@ func withoutStageEnv(env []string) []string {
 // directory. cleanup unmounts the tmpfs and removes the directory; if P1 is
 // killed, the namespace and its mounts vanish with it and only the empty
 // directory remains.
-func PrivateMountDir() (mnt string, cleanup func(), err error) {
+func PrivateMountDir(avoid ...string) (mnt string, cleanup func(), err error) {
 	if !inDaemon {
 		return "", nil, fmt.Errorf("%w: PrivateMountDir must run in the namespace daemon (P1)", ErrSetup)
 	}
-	dir, err := os.MkdirTemp("", "rootfs-")
+	dir, err := os.MkdirTemp(mountBase(avoid), "rootfs-")
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}

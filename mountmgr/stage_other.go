@@ -19,7 +19,7 @@ func InDaemon() bool { return false }
 func RunDaemon(DaemonOptions) (int, error) { return 125, errNotLinux }
 
 // PrivateMountDir fails off Linux.
-func PrivateMountDir() (string, func(), error) { return "", nil, errNotLinux }
+func PrivateMountDir(...string) (string, func(), error) { return "", nil, errNotLinux }
 
 // StartServer fails off Linux.
 func StartServer(context.Context, *Spec, ServerOptions) (*Server, error) { return nil, errNotLinux }

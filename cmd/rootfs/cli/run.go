@@ -591,7 +591,13 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	view := vfs.NewView(vopts)
 	defer view.Close()
 
-	mnt, cleanup, err := mountmgr.PrivateMountDir()
+	var rootPaths []string
+	for _, r := range initial {
+		if p, err := vfs.ParseRoot(r.URI); err == nil {
+			rootPaths = append(rootPaths, p)
+		}
+	}
+	mnt, cleanup, err := mountmgr.PrivateMountDir(rootPaths...)
 	if err != nil {
 		return err
 	}
