@@ -55,7 +55,7 @@ type View struct {
 	relief   reliefState // the descriptor relief (fdrelief_linux.go)
 	topLists topLists    // recent snapshots, for listings (toplist_linux.go)
 
-	profile *os.File // ProfileEnv; guarded by mu
+	profile *os.File // Options.CPUProfile; guarded by mu
 
 	nextGen atomic.Uint64
 	mounted atomic.Bool               // the root was attached to a go-fuse bridge
