@@ -50,8 +50,16 @@ type node struct {
 	watched bool
 	gen     uint64 // StableAttr.Gen: the incarnation's, or fresh (renewable)
 
-	// For a regular file under the writeback cache: the size and mtime
-	// last told to the kernel, and the handles open for writing.
+	// file is set for a regular file, and only for one: a directory,
+	// symlink or special file never has handles, locks or pages.
+	file *fileState
+}
+
+// fileState is the part of a node only a regular file needs: what the
+// kernel was told of it, its open handles, and its lock and prefill marks.
+type fileState struct {
+	// Under the writeback cache: the size and mtime last told to the
+	// kernel, and the handles open for writing.
 	seenSize, seenMtime atomic.Int64
 	writers             atomic.Int32
 
@@ -70,6 +78,7 @@ type node struct {
 func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {
 	n := &node{v: v, inc: inc, fd: fd, dev: st.Dev, ino: st.Ino, kind: st.Mode & syscall.S_IFMT, gen: inc.gen}
 	if n.kind == syscall.S_IFREG {
+		n.file = &fileState{}
 		if g, ok := v.renewed.Load(renewKey{inc, st.Dev, st.Ino}); ok {
 			n.gen = g.(uint64)
 		}
@@ -81,13 +90,15 @@ func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {
 	return n
 }
 
-// seen records the size and mtime the kernel holds for n: those it was
-// given when it made the inode, or that the view itself set (a truncation,
-// the last writer's close). Under the writeback cache it ignores those of
-// later replies.
+// seen records the size and mtime the kernel holds for n, a regular file
+// (for any other node it does nothing): those it was given when it made
+// the inode, or that the view itself set (a truncation, the last writer's
+// close). Under the writeback cache it ignores those of later replies.
 func (n *node) seen(st *syscall.Stat_t) {
-	n.seenSize.Store(st.Size)
-	n.seenMtime.Store(st.Mtim.Nano())
+	if f := n.file; f != nil {
+		f.seenSize.Store(st.Size)
+		f.seenMtime.Store(st.Mtim.Nano())
+	}
 }
 
 // renewable reports whether the kernel's inode for n must be replaced to
@@ -100,8 +111,9 @@ func (n *node) seen(st *syscall.Stat_t) {
 // (a fresh StableAttr.Gen, so a new node id): the kernel makes a new inode
 // with the host's size, and files already open keep the old one.
 func (n *node) renewable(st *syscall.Stat_t) bool {
-	return n.kind == syscall.S_IFREG && n.v.writeback() && n.writers.Load() == 0 &&
-		(st.Size != n.seenSize.Load() || st.Mtim.Nano() != n.seenMtime.Load())
+	f := n.file
+	return f != nil && n.v.writeback() && f.writers.Load() == 0 &&
+		(st.Size != f.seenSize.Load() || st.Mtim.Nano() != f.seenMtime.Load())
 }
 
 // renewKey names a regular file of one root incarnation whose inode was
@@ -159,9 +171,13 @@ func (n *node) pin() (int, error) {
 // pinOpen pins n through one of its open handles, when it has one: the
 // inode an open descriptor refers to, named by /proc/self/fd/N.
 func (n *node) pinOpen() (int, bool) {
-	n.hmu.Lock()
-	defer n.hmu.Unlock()
-	for h := range n.handles {
+	f := n.file
+	if f == nil {
+		return -1, false // only a regular file has handles
+	}
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	for h := range f.handles {
 		fd, err := openat(unix.AT_FDCWD, procPath(h.fd), unix.O_PATH, 0)
 		return fd, err == nil
 	}

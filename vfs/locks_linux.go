@@ -149,9 +149,9 @@ func (h *fileHandle) flushes() bool {
 	case !h.n.v.forwardsLocks():
 		return false
 	case testFlushLockedOnly:
-		return h.n.locked.Load()
+		return h.n.file.locked.Load()
 	}
-	return h.writable || h.n.locked.Load()
+	return h.writable || h.n.file.locked.Load()
 }
 
 // replyFlags are the flags of h's OPEN (CREATE, TMPFILE) reply; it
@@ -162,7 +162,7 @@ func (h *fileHandle) replyFlags(ctx context.Context) uint32 {
 	}
 	if fc, ok := ctx.(*fuse.Context); ok && h.n.v.forwardsLocks() {
 		h.opener.Store(fc.Caller.Pid)
-		if h.n.locked.Load() {
+		if h.n.file.locked.Load() {
 			h.opener.Store(tgid(fc.Caller.Pid)) // locked meanwhile: see lockedFirst
 		}
 	}
@@ -174,12 +174,13 @@ func (h *fileHandle) replyFlags(ctx context.Context) uint32 {
 // their processes (OPEN reports the calling thread, a lock its process;
 // the thread may be gone by the time the handle is released).
 func (n *node) lockedFirst() {
-	if n.locked.Load() || !n.locked.CompareAndSwap(false, true) {
+	f := n.file
+	if f.locked.Load() || !f.locked.CompareAndSwap(false, true) {
 		return
 	}
-	n.hmu.Lock()
-	defer n.hmu.Unlock()
-	for h := range n.handles {
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	for h := range f.handles {
 		if h.noflush {
 			if tid := h.opener.Load(); tid != 0 {
 				h.opener.Store(tgid(tid))

@@ -28,6 +28,7 @@ type fileHandle struct {
 	opener  atomic.Uint32
 }
 
+// newHandle makes the handle of fd, open on n (a regular file) with flags.
 func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 	h := &fileHandle{
 		n:        n,
@@ -35,18 +36,19 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
 	}
 	h.noflush = !h.flushes()
+	f := n.file
 	if h.writable {
-		n.writers.Add(1)
+		f.writers.Add(1)
 	}
-	n.hmu.Lock()
-	if n.handles == nil {
-		n.handles = map[*fileHandle]struct{}{}
+	f.hmu.Lock()
+	if f.handles == nil {
+		f.handles = map[*fileHandle]struct{}{}
 	}
-	n.handles[h] = struct{}{}
-	if len(n.handles) == 1 {
+	f.handles[h] = struct{}{}
+	if len(f.handles) == 1 {
 		n.v.trackOpen(n, true)
 	}
-	n.hmu.Unlock()
+	f.hmu.Unlock()
 	return h
 }
 
@@ -142,14 +144,15 @@ var (
 // stored, as the host watcher would.
 func (h *fileHandle) prefill() {
 	n := h.n
-	if testNoPrefill || h.writable || n.v.opts.Passthrough || n.prefilled.Load() || n.writers.Load() != 0 {
+	f := n.file
+	if testNoPrefill || h.writable || n.v.opts.Passthrough || f.prefilled.Load() || f.writers.Load() != 0 {
 		return
 	}
 	var st, after syscall.Stat_t
 	if syscall.Fstat(h.fd, &st) != nil || st.Size <= 0 || st.Size > prefillMax {
 		return
 	}
-	if !n.prefilled.CompareAndSwap(false, true) {
+	if !f.prefilled.CompareAndSwap(false, true) {
 		return
 	}
 	// Opening a file does not change its access time, so neither may this
@@ -173,7 +176,7 @@ func (h *fileHandle) prefill() {
 	if n.WriteCache(0, buf) != 0 {
 		return
 	}
-	if syscall.Fstat(h.fd, &after) != nil || after.Size != st.Size || after.Mtim != st.Mtim || after.Ctim != st.Ctim || n.writers.Load() != 0 {
+	if syscall.Fstat(h.fd, &after) != nil || after.Size != st.Size || after.Mtim != st.Mtim || after.Ctim != st.Ctim || f.writers.Load() != 0 {
 		n.NotifyContent(0, 0)
 	}
 }
@@ -231,19 +234,20 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // now), so that the next lookup does not take the view's own writes for a
 // host change (node.renewable).
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
-	if h.writable && h.n.writers.Add(-1) == 0 {
+	f := h.n.file
+	if h.writable && f.writers.Add(-1) == 0 {
 		var st syscall.Stat_t
 		if syscall.Fstat(h.fd, &st) == nil {
 			h.n.seen(&st)
 		}
 	}
-	h.n.hmu.Lock()
-	delete(h.n.handles, h)
-	last := len(h.n.handles) == 0
+	f.hmu.Lock()
+	delete(f.handles, h)
+	last := len(f.handles) == 0
 	if last {
 		h.n.v.trackOpen(h.n, false)
 	}
-	h.n.hmu.Unlock()
+	f.hmu.Unlock()
 	h.releaseLocks(last)
 	h.n.v.passthroughClosed(h)
 	return h.errno("release", syscall.Close(h.fd))
