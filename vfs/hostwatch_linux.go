@@ -74,9 +74,8 @@ type watchedView interface {
 	current() *snapshot
 }
 
-func (v *View) serving() bool      { return v.mounted.Load() }
-func (v *View) top() *fs.Inode     { return v.root.EmbeddedInode() }
-func (v *View) current() *snapshot { return v.cur.Load() }
+func (v *View) serving() bool  { return v.mounted.Load() }
+func (v *View) top() *fs.Inode { return v.root.EmbeddedInode() }
 
 // hostWatch is the host watcher. It owns its state; the view reaches it
 // through watchNode, hostGen, shortCache and close.

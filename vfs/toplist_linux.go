@@ -69,7 +69,7 @@ type topStream struct {
 func (s *topStream) start() {
 	if !s.started {
 		s.started = true
-		snap := s.r.v.cur.Load()
+		snap := s.r.v.current()
 		s.entries = s.r.listOf(snap)
 		s.id = snap.gen
 		if testTopPlainOffsets {
@@ -113,7 +113,7 @@ func (s *topStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	id, idx := off>>topIdxBits, int(off&(1<<topIdxBits-1))
 	s.started = true
 	var entries []fuse.DirEntry
-	if snap := s.r.v.topLists.get(id); snap != nil {
+	if snap := s.r.v.sw.lists.get(id); snap != nil {
 		entries = s.r.listOf(snap)
 	}
 	if idx > len(entries) {

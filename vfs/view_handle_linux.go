@@ -46,7 +46,7 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 	}
 	f.handles[h] = struct{}{}
 	if len(f.handles) == 1 {
-		n.v.trackOpen(n, true)
+		n.v.sw.open.track(n, true)
 	}
 	f.hmu.Unlock()
 	return h
@@ -245,7 +245,7 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	delete(f.handles, h)
 	last := len(f.handles) == 0
 	if last {
-		h.n.v.trackOpen(h.n, false)
+		h.n.v.sw.open.track(h.n, false)
 	}
 	f.hmu.Unlock()
 	h.releaseLocks(last)
