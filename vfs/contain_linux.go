@@ -145,7 +145,7 @@ func (n *node) pin() (int, error) {
 		}
 		return -1, err
 	}
-	fd, err := n.v.withFDs(func() (int, error) { return openat(pn.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
+	fd, err := n.v.pathAt(pn.fd, name, 0)
 	runtime.KeepAlive(pn) // its descriptor must not be closed (and reused) during the openat
 	if err != nil {
 		if fd, ok := n.pinOpen(); ok {
@@ -279,6 +279,13 @@ func retryEINTR(f func() error) error {
 	}
 }
 
+// pathAt opens name, one component in the directory dirfd, as an O_PATH
+// descriptor without following it (plus flags), relieving descriptor
+// pressure when it must (withFDs).
+func (v *View) pathAt(dirfd int, name string, flags int) (int, error) {
+	return v.withFDs(func() (int, error) { return openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|flags, 0) })
+}
+
 func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 	var fd int
 	err := retryEINTR(func() error {
@@ -323,28 +330,36 @@ var deniedFS = map[int64]bool{
 //
 // fd may be -1 for anything but a directory (see node).
 func (n *node) adopt(ctx context.Context, name string, fd int, st *syscall.Stat_t, out *fuse.EntryOut) (*fs.Inode, error) {
-	closeFD := func() {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
 	if st.Dev != n.dev && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		var sfs unix.Statfs_t
 		if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
-			closeFD()
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 			return nil, syscall.EACCES
 		}
 	}
+	return n.v.childOf(ctx, n.EmbeddedInode(), n, name, n.inc, fd, st, out), nil
+}
+
+// childOf answers a lookup of name in parent (whose node is pn, or nil for
+// a synthetic directory) with st, a host inode of incarnation inc that fd
+// holds (-1 for none: see node): the Inode go-fuse already has under that
+// name when it is st's node and need not be renewed (reusable), else a new
+// one. It takes ownership of fd.
+func (v *View) childOf(ctx context.Context, parent *fs.Inode, pn *node, name string, inc *rootInc, fd int, st *syscall.Stat_t, out *fuse.EntryOut) *fs.Inode {
 	out.Attr.FromStat(st)
-	old := n.GetChild(name)
-	on, renew := reusable(old, n.inc, st)
+	old := parent.GetChild(name)
+	on, renew := reusable(old, inc, st)
 	if on != nil {
-		closeFD()
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 		on.cacheTimes(out)
-		return old, nil
+		return old
 	}
-	ch, _ := n.v.newChild(ctx, n.EmbeddedInode(), n, name, n.inc, fd, st, renew, out)
-	return ch, nil
+	ch, _ := v.newChild(ctx, parent, pn, name, inc, fd, st, renew, out)
+	return ch
 }
 
 // reusable returns old's node when it may stand for st in inc, or, when

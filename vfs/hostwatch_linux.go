@@ -495,12 +495,8 @@ func (w *hostWatch) everything() []action {
 func (w *hostWatch) notify(a action) {
 	testNotified.Add(1)
 	in := a.n.EmbeddedInode()
-	var errno syscall.Errno
 	if a.entry != "" {
-		errno = in.NotifyEntry(a.entry)
-		if !benignNotify(errno) {
-			w.log.Debug("host watcher: entry invalidation failed", zap.String("name", a.entry), zap.Error(errno))
-		}
+		w.dropEntry(in, a.entry)
 		if a.entryOnly {
 			return
 		}
@@ -509,15 +505,19 @@ func (w *hostWatch) notify(a action) {
 	if a.data {
 		off = 0
 	}
-	errno = in.NotifyContent(off, 0)
-	if !benignNotify(errno) {
+	if errno := in.NotifyContent(off, 0); !benignNotify(errno) {
 		w.log.Debug("host watcher: inode invalidation failed", zap.Error(errno))
 	}
 	if a.reLookup {
 		if name, p := in.Parent(); p != nil {
-			if errno := p.NotifyEntry(name); !benignNotify(errno) {
-				w.log.Debug("host watcher: entry invalidation failed", zap.String("name", name), zap.Error(errno))
-			}
+			w.dropEntry(p, name)
 		}
+	}
+}
+
+// dropEntry drops the kernel's entry of name in dir (FUSE_NOTIFY_INVAL_ENTRY).
+func (w *hostWatch) dropEntry(dir *fs.Inode, name string) {
+	if errno := dir.NotifyEntry(name); !benignNotify(errno) {
+		w.log.Debug("host watcher: entry invalidation failed", zap.String("name", name), zap.Error(errno))
 	}
 }

@@ -118,9 +118,7 @@ func (w *hostWatch) remounted(changed []string) {
 				}
 				parent, child = next, c
 			}
-			if errno := parent.NotifyEntry(child); !benignNotify(errno) {
-				w.log.Debug("host watcher: entry invalidation failed", zap.String("name", child), zap.Error(errno))
-			}
+			w.dropEntry(parent, child)
 			w.log.Debug("a mount changed below a root: dropped the kernel's cache of it", zap.String("entry", name), zap.String("mountpoint", mp))
 		}
 	}

@@ -274,6 +274,14 @@ func (n *node) create(ctx context.Context, name string, flags, mode uint32, out 
 			return nil, nil, err
 		}
 	}
+	return n.adoptOpened(ctx, name, fd, flags, out)
+}
+
+// adoptOpened makes the child node and the handle of fd, a regular file
+// just created or opened in n under name ("" for O_TMPFILE) with flags: the
+// node holds an O_PATH descriptor of the inode fd is open on (pinOpened), so
+// it needs no name to be pinned. fd is closed on error.
+func (n *node) adoptOpened(ctx context.Context, name string, fd int, flags uint32, out *fuse.EntryOut) (*fs.Inode, *fileHandle, error) {
 	pfd, st, err := pinOpened(fd)
 	if err != nil {
 		return nil, nil, err
@@ -300,13 +308,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 			unix.Close(fd)
 			return nil, nil, err
 		}
-		pfd, st, err := pinOpened(fd)
-		if err != nil {
-			return nil, nil, err
-		}
-		out.Attr.FromStat(st)
-		ch, cn := n.v.newChild(ctx, n.EmbeddedInode(), n, "", n.inc, pfd, st, false, out)
-		return ch, cn.newHandle(fd, flags), nil
+		return n.adoptOpened(ctx, "", fd, flags, out)
 	}()
 	if err != nil {
 		return nil, nil, 0, n.errno("tmpfile", err)
@@ -333,10 +335,7 @@ func (n *node) CopyFileRange(ctx context.Context, fhIn fs.FileHandle, offIn uint
 	if err := in.n.live(); err != nil {
 		return 0, n.errno("copy_file_range", err)
 	}
-	if err := o.n.mutable(); err != nil {
-		return 0, n.errno("copy_file_range", err)
-	}
-	if err := killPriv(o.fd); err != nil {
+	if err := o.beforeChange(); err != nil {
 		return 0, n.errno("copy_file_range", err)
 	}
 	ri, ro := int64(offIn), int64(offOut)

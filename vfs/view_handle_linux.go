@@ -189,11 +189,18 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0
 }
 
-func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+// beforeChange readies h's file for a change to its data: it refuses one
+// on a revoked root or a read-only view, then clears the set-ID bits and
+// file capability as the change would natively (killPriv).
+func (h *fileHandle) beforeChange() error {
 	if err := h.n.mutable(); err != nil {
-		return 0, h.errno("write", err)
+		return err
 	}
-	if err := killPriv(h.fd); err != nil {
+	return killPriv(h.fd)
+}
+
+func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if err := h.beforeChange(); err != nil {
 		return 0, h.errno("write", err)
 	}
 	k, err := syscall.Pwrite(h.fd, data, off)
@@ -275,10 +282,7 @@ func (h *fileHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint
 }
 
 func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	if err := h.n.mutable(); err != nil {
-		return h.errno("fallocate", err)
-	}
-	if err := killPriv(h.fd); err != nil {
+	if err := h.beforeChange(); err != nil {
 		return h.errno("fallocate", err)
 	}
 	return h.errno("fallocate", unix.Fallocate(h.fd, mode, int64(off), int64(size)))

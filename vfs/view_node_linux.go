@@ -60,9 +60,7 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 			}
 			return n.adopt(ctx, name, -1, &st, out)
 		}
-		fd, err := n.v.withFDs(func() (int, error) {
-			return openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY, 0)
-		})
+		fd, err := n.v.pathAt(n.fd, name, unix.O_DIRECTORY)
 		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOENT) {
 			continue // replaced on the host between the two calls
 		}
@@ -81,7 +79,7 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 // checkForeignFile refuses name (beneath n, described by st) when it lives
 // on a kernel file system (deniedFS).
 func (n *node) checkForeignFile(name string, st *syscall.Stat_t) error {
-	fd, err := n.v.withFDs(func() (int, error) { return openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
+	fd, err := n.v.pathAt(n.fd, name, 0)
 	if err != nil {
 		return err
 	}
@@ -264,8 +262,29 @@ func (n *node) settle(ctx context.Context, fd int, mode uint32, kind uint32) err
 	return nil
 }
 
-// made finishes Mkdir, Mknod and Symlink: it opens what was just created
-// without following it, gives it to the caller and returns its Inode.
+// makeChild is Mkdir, Mknod and Symlink: on a writable view, mk makes name
+// in n (a kind with mode), and made finishes it; should that fail, name is
+// removed again.
+func (n *node) makeChild(ctx context.Context, name string, mode, kind uint32, out *fuse.EntryOut, mk func() error) (*fs.Inode, error) {
+	if err := n.mutable(); err != nil {
+		return nil, err
+	}
+	if err := mk(); err != nil {
+		return nil, err
+	}
+	ch, err := n.made(ctx, name, mode, kind, out)
+	if err != nil {
+		rm := 0
+		if kind == syscall.S_IFDIR {
+			rm = unix.AT_REMOVEDIR
+		}
+		unix.Unlinkat(n.fd, name, rm)
+	}
+	return ch, err
+}
+
+// made finishes makeChild: it opens what was just created without
+// following it, gives it to the caller and returns its Inode.
 func (n *node) made(ctx context.Context, name string, mode, kind uint32, out *fuse.EntryOut) (*fs.Inode, error) {
 	fd, err := openat(n.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0)
 	if err != nil {
@@ -292,59 +311,29 @@ func (n *node) made(ctx context.Context, name string, mode, kind uint32, out *fu
 }
 
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ch, err := func() (*fs.Inode, error) {
-		if err := n.mutable(); err != nil {
-			return nil, err
-		}
-		if err := unix.Mkdirat(n.fd, name, mode&07777); err != nil {
-			return nil, err
-		}
-		ch, err := n.made(ctx, name, mode, syscall.S_IFDIR, out)
-		if err != nil {
-			unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR)
-		}
-		return ch, err
-	}()
+	ch, err := n.makeChild(ctx, name, mode, syscall.S_IFDIR, out, func() error {
+		return unix.Mkdirat(n.fd, name, mode&07777)
+	})
 	return ch, n.errno("mkdir", err)
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ch, err := func() (*fs.Inode, error) {
-		if err := n.mutable(); err != nil {
-			return nil, err
-		}
-		kind := mode & syscall.S_IFMT
+	kind := mode & syscall.S_IFMT
+	ch, err := n.makeChild(ctx, name, mode, kind, out, func() error {
 		switch kind {
 		case syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK:
 		default:
-			return nil, syscall.EPERM // no device nodes through the view
+			return syscall.EPERM // no device nodes through the view
 		}
-		if err := unix.Mknodat(n.fd, name, mode, 0); err != nil {
-			return nil, err
-		}
-		ch, err := n.made(ctx, name, mode, kind, out)
-		if err != nil {
-			unix.Unlinkat(n.fd, name, 0)
-		}
-		return ch, err
-	}()
+		return unix.Mknodat(n.fd, name, mode, 0)
+	})
 	return ch, n.errno("mknod", err)
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	ch, err := func() (*fs.Inode, error) {
-		if err := n.mutable(); err != nil {
-			return nil, err
-		}
-		if err := unix.Symlinkat(target, n.fd, name); err != nil {
-			return nil, err
-		}
-		ch, err := n.made(ctx, name, 0o777, syscall.S_IFLNK, out)
-		if err != nil {
-			unix.Unlinkat(n.fd, name, 0)
-		}
-		return ch, err
-	}()
+	ch, err := n.makeChild(ctx, name, 0o777, syscall.S_IFLNK, out, func() error {
+		return unix.Symlinkat(target, n.fd, name)
+	})
 	return ch, n.errno("symlink", err)
 }
 

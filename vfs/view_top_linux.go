@@ -195,16 +195,7 @@ func (r *rootDir) lookupEntry(ctx context.Context, name, key string, out *fuse.E
 		unix.Close(fd)
 		return nil, err
 	}
-	out.Attr.FromStat(&st)
-	old := r.GetChild(name)
-	on, renew := reusable(old, sl.inc, &st)
-	if on != nil {
-		unix.Close(fd)
-		on.cacheTimes(out)
-		return old, nil
-	}
-	ch, _ := v.newChild(ctx, r.EmbeddedInode(), nil, name, sl.inc, fd, &st, renew, out)
-	return ch, nil
+	return v.childOf(ctx, r.EmbeddedInode(), nil, name, sl.inc, fd, &st, out), nil
 }
 
 func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
