@@ -35,8 +35,8 @@ import (
 // (O_PATH|O_NOFOLLOW, one component) and checking that the device and inode
 // are still the node's; a mismatch is ESTALE, after which the kernel looks
 // the name up again. So the daemon holds one descriptor per cached
-// directory, not per cached file, and a kernel that caches a 50k-file tree
-// stays far below RLIMIT_NOFILE.
+// directory, not per cached file, and a kernel that caches a tree of many
+// more files than RLIMIT_NOFILE allows stays far below it.
 type node struct {
 	fs.Inode
 	v    *View
@@ -297,8 +297,8 @@ func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 }
 
 // deniedFS lists kernel file systems the view refuses to descend into when a
-// root crosses into one (security battery D10): their magic links and
-// control files are not data.
+// root crosses into one: their magic links and control files are not
+// data.
 var deniedFS = map[int64]bool{
 	unix.PROC_SUPER_MAGIC:    true,
 	unix.SYSFS_MAGIC:         true,

@@ -45,7 +45,7 @@ import (
 // Where the watcher cannot run (no CAP_SYS_ADMIN, a user namespace, a
 // kernel without fanotify FID reporting) or cannot mark a file system, or a
 // node cannot be indexed (no file handles), the kernel caches that node for
-// Options.CacheTimeout only, as before.
+// Options.CacheTimeout only.
 
 // watchedCacheTimeout is how long the kernel may cache what the host watcher
 // covers.

@@ -118,6 +118,6 @@ func (w *hostWatch) ptDefer(n *node, mask uint64) bool {
 	return false
 }
 
-// testPassthroughEvents acts on every modification event, as before the
-// passthrough windows: the negative control of TestViewPassthroughOwnWrites.
+// testPassthroughEvents acts on every modification event, passthrough
+// windows or not: the negative control of TestViewPassthroughOwnWrites.
 var testPassthroughEvents = false

@@ -35,8 +35,8 @@ import (
 // (by then every POSIX owner that held the handle has closed it, and so
 // flushed). When the node's last handle is released, whatever is left goes.
 //
-// FLUSH is a synchronous round trip on every close (it doubled the cost of
-// open+close), and the kernel sends none for a handle opened with
+// FLUSH is a synchronous round trip on every close, a large part of what
+// open+close costs, and the kernel sends none for a handle opened with
 // FOPEN_NOFLUSH; the flag is chosen at OPEN and cannot change later. The
 // view sets it only where no lock can need the close (fileHandle.flushes):
 // on a handle opened read-only while its file has never had a record lock

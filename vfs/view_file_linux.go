@@ -50,8 +50,8 @@ func (n *node) truncateAt(fd int, fh *fileHandle, in *fuse.SetAttrIn) error {
 // capXattr is the file capability attribute (vfs_cap_data).
 const capXattr = "security.capability"
 
-// testNoKillPriv restores the view as it was before it handled set-ID bits
-// and file capabilities on data changes, for the negative controls of the
+// testNoKillPriv turns off the view's handling of set-ID bits and file
+// capabilities on data changes, for the negative controls of the
 // set-ID tests: no killPriv (the daemon changes data with its own
 // CAP_FSETID), passthrough for every file with the daemon's credentials
 // (PassthroughFd, lowerForBacking), and security.capability never removed.

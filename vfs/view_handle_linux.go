@@ -75,7 +75,7 @@ func (h *fileHandle) errno(op string, err error) syscall.Errno { return h.n.v.to
 //
 // Files on another FUSE file system are served by the daemon: stacking them
 // could exceed the kernel's stack depth, and one failed registration turns
-// passthrough off for the whole mount in go-fuse (study §4).
+// passthrough off for the whole mount in go-fuse.
 //
 // go-fuse registers the descriptor right after this returns, on the same
 // thread; the kernel then does every passthrough read, write and mmap with

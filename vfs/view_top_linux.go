@@ -270,7 +270,8 @@ func (r *rootDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 	return 0
 }
 
-// The top level cannot be changed through the view (security battery D15).
+// No synthetic directory can be changed through the view: which roots exist
+// is decided by Install alone.
 
 func (r *rootDir) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	return syscall.EPERM

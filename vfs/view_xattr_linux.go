@@ -113,7 +113,7 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 
 // userXattr: only the "user." namespace may be changed through the view; a
 // root daemon setting security.capability or trusted.* for a sandboxed
-// caller would hand out privileges (security battery D23).
+// caller would hand out privileges.
 func userXattr(attr string) error {
 	if len(attr) > 5 && attr[:5] == "user." {
 		return nil
