@@ -296,9 +296,8 @@ func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 	return fd, err
 }
 
-// deniedFS lists kernel file systems the view refuses to descend into when a
-// root crosses into one: their magic links and control files are not
-// data.
+// deniedFS lists kernel file systems the view refuses to descend into when
+// a root crosses into one: their magic links and control files are not data.
 var deniedFS = map[int64]bool{
 	unix.PROC_SUPER_MAGIC:    true,
 	unix.SYSFS_MAGIC:         true,

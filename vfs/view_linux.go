@@ -36,7 +36,7 @@ type View struct {
 	relief  reliefState // the descriptor relief (fdrelief_linux.go)
 	profile *os.File    // Options.CPUProfile; guarded by sw.mu
 
-	nextGen atomic.Uint64
+	nextGen atomic.Uint64             // the last StableAttr.Gen given (rootInc.gen, node.renew)
 	mounted atomic.Bool               // the root was attached to a go-fuse bridge
 	self    atomic.Pointer[mountSelf] // where View.Mount mounted the view (install_linux.go)
 
