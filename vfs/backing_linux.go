@@ -127,24 +127,27 @@ type rawFS struct {
 	st *rawState // noopendir_linux.go
 }
 
-func (r rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	if r.v.opts.Passthrough {
-		defer r.v.arm()()
+// armed arms the request's thread (arm) when the view may hand out
+// passthrough handles, and returns what undoes it.
+func (r rawFS) armed() func() {
+	if !r.v.opts.Passthrough {
+		return func() {}
 	}
+	return r.v.arm()
+}
+
+func (r rawFS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	defer r.armed()()
 	return r.RawFileSystem.Open(cancel, in, out)
 }
 
 func (r rawFS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	if r.v.opts.Passthrough {
-		defer r.v.arm()()
-	}
+	defer r.armed()()
 	return r.RawFileSystem.Create(cancel, in, name, out)
 }
 
 func (r rawFS) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
-	if r.v.opts.Passthrough {
-		defer r.v.arm()()
-	}
+	defer r.armed()()
 	return r.RawFileSystem.Tmpfile(cancel, in, out)
 }
 

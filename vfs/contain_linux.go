@@ -35,8 +35,8 @@ import (
 // (O_PATH|O_NOFOLLOW, one component) and checking that the device and inode
 // are still the node's; a mismatch is ESTALE, after which the kernel looks
 // the name up again. So the daemon holds one descriptor per cached
-// directory, not per cached file, and a kernel that caches a 50k-file tree
-// stays far below RLIMIT_NOFILE.
+// directory, not per cached file, and a kernel that caches a tree of many
+// more files than RLIMIT_NOFILE allows stays far below it.
 type node struct {
 	fs.Inode
 	v    *View
@@ -50,8 +50,16 @@ type node struct {
 	watched bool
 	gen     uint64 // StableAttr.Gen: the incarnation's, or fresh (renewable)
 
-	// For a regular file under the writeback cache: the size and mtime
-	// last told to the kernel, and the handles open for writing.
+	// file is set for a regular file, and only for one: a directory,
+	// symlink or special file never has handles, locks or pages.
+	file *fileState
+}
+
+// fileState is the part of a node only a regular file needs: what the
+// kernel was told of it, its open handles, and its lock and prefill marks.
+type fileState struct {
+	// Under the writeback cache: the size and mtime last told to the
+	// kernel, and the handles open for writing.
 	seenSize, seenMtime atomic.Int64
 	writers             atomic.Int32
 
@@ -70,6 +78,7 @@ type node struct {
 func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {
 	n := &node{v: v, inc: inc, fd: fd, dev: st.Dev, ino: st.Ino, kind: st.Mode & syscall.S_IFMT, gen: inc.gen}
 	if n.kind == syscall.S_IFREG {
+		n.file = &fileState{}
 		if g, ok := v.renewed.Load(renewKey{inc, st.Dev, st.Ino}); ok {
 			n.gen = g.(uint64)
 		}
@@ -81,13 +90,15 @@ func newNode(v *View, inc *rootInc, fd int, st *syscall.Stat_t) *node {
 	return n
 }
 
-// seen records the size and mtime the kernel holds for n: those it was
-// given when it made the inode, or that the view itself set (a truncation,
-// the last writer's close). Under the writeback cache it ignores those of
-// later replies.
+// seen records the size and mtime the kernel holds for n, a regular file
+// (for any other node it does nothing): those it was given when it made
+// the inode, or that the view itself set (a truncation, the last writer's
+// close). Under the writeback cache it ignores those of later replies.
 func (n *node) seen(st *syscall.Stat_t) {
-	n.seenSize.Store(st.Size)
-	n.seenMtime.Store(st.Mtim.Nano())
+	if f := n.file; f != nil {
+		f.seenSize.Store(st.Size)
+		f.seenMtime.Store(st.Mtim.Nano())
+	}
 }
 
 // renewable reports whether the kernel's inode for n must be replaced to
@@ -100,8 +111,9 @@ func (n *node) seen(st *syscall.Stat_t) {
 // (a fresh StableAttr.Gen, so a new node id): the kernel makes a new inode
 // with the host's size, and files already open keep the old one.
 func (n *node) renewable(st *syscall.Stat_t) bool {
-	return n.kind == syscall.S_IFREG && n.v.writeback() && n.writers.Load() == 0 &&
-		(st.Size != n.seenSize.Load() || st.Mtim.Nano() != n.seenMtime.Load())
+	f := n.file
+	return f != nil && n.v.writeback() && f.writers.Load() == 0 &&
+		(st.Size != f.seenSize.Load() || st.Mtim.Nano() != f.seenMtime.Load())
 }
 
 // renewKey names a regular file of one root incarnation whose inode was
@@ -133,7 +145,7 @@ func (n *node) pin() (int, error) {
 		}
 		return -1, err
 	}
-	fd, err := n.v.withFDs(func() (int, error) { return openat(pn.fd, name, unix.O_PATH|unix.O_NOFOLLOW, 0) })
+	fd, err := n.v.pathAt(pn.fd, name, 0)
 	runtime.KeepAlive(pn) // its descriptor must not be closed (and reused) during the openat
 	if err != nil {
 		if fd, ok := n.pinOpen(); ok {
@@ -159,9 +171,13 @@ func (n *node) pin() (int, error) {
 // pinOpen pins n through one of its open handles, when it has one: the
 // inode an open descriptor refers to, named by /proc/self/fd/N.
 func (n *node) pinOpen() (int, bool) {
-	n.hmu.Lock()
-	defer n.hmu.Unlock()
-	for h := range n.handles {
+	f := n.file
+	if f == nil {
+		return -1, false // only a regular file has handles
+	}
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	for h := range f.handles {
 		fd, err := openat(unix.AT_FDCWD, procPath(h.fd), unix.O_PATH, 0)
 		return fd, err == nil
 	}
@@ -263,6 +279,13 @@ func retryEINTR(f func() error) error {
 	}
 }
 
+// pathAt opens name, one component in the directory dirfd, as an O_PATH
+// descriptor without following it (plus flags), relieving descriptor
+// pressure when it must (withFDs).
+func (v *View) pathAt(dirfd int, name string, flags int) (int, error) {
+	return v.withFDs(func() (int, error) { return openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|flags, 0) })
+}
+
 func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 	var fd int
 	err := retryEINTR(func() error {
@@ -273,9 +296,8 @@ func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 	return fd, err
 }
 
-// deniedFS lists kernel file systems the view refuses to descend into when a
-// root crosses into one (security battery D10): their magic links and
-// control files are not data.
+// deniedFS lists kernel file systems the view refuses to descend into when
+// a root crosses into one: their magic links and control files are not data.
 var deniedFS = map[int64]bool{
 	unix.PROC_SUPER_MAGIC:    true,
 	unix.SYSFS_MAGIC:         true,
@@ -307,28 +329,36 @@ var deniedFS = map[int64]bool{
 //
 // fd may be -1 for anything but a directory (see node).
 func (n *node) adopt(ctx context.Context, name string, fd int, st *syscall.Stat_t, out *fuse.EntryOut) (*fs.Inode, error) {
-	closeFD := func() {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
 	if st.Dev != n.dev && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 		var sfs unix.Statfs_t
 		if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
-			closeFD()
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 			return nil, syscall.EACCES
 		}
 	}
+	return n.v.childOf(ctx, n.EmbeddedInode(), n, name, n.inc, fd, st, out), nil
+}
+
+// childOf answers a lookup of name in parent (whose node is pn, or nil for
+// a synthetic directory) with st, a host inode of incarnation inc that fd
+// holds (-1 for none: see node): the Inode go-fuse already has under that
+// name when it is st's node and need not be renewed (reusable), else a new
+// one. It takes ownership of fd.
+func (v *View) childOf(ctx context.Context, parent *fs.Inode, pn *node, name string, inc *rootInc, fd int, st *syscall.Stat_t, out *fuse.EntryOut) *fs.Inode {
 	out.Attr.FromStat(st)
-	old := n.GetChild(name)
-	on, renew := reusable(old, n.inc, st)
+	old := parent.GetChild(name)
+	on, renew := reusable(old, inc, st)
 	if on != nil {
-		closeFD()
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 		on.cacheTimes(out)
-		return old, nil
+		return old
 	}
-	ch, _ := n.v.newChild(ctx, n.EmbeddedInode(), n, name, n.inc, fd, st, renew, out)
-	return ch, nil
+	ch, _ := v.newChild(ctx, parent, pn, name, inc, fd, st, renew, out)
+	return ch
 }
 
 // reusable returns old's node when it may stand for st in inc, or, when

@@ -9,8 +9,13 @@
 // which builds the table under the view's own rules (reserved names,
 // Options.Allow, Options.Written), refuses one that would hold the view's
 // own mount ([View.Mount]), and swaps it in. The view mounts
-// itself. The go-fuse adapter lives in view_linux.go; everything below an
-// entry is reached through descriptors, never through host path strings.
+// itself. The go-fuse adapter is the _linux.go files: the View in
+// view_linux.go, the swap Install does in swap_linux.go, the synthetic
+// directories in view_top_linux.go, a node's operations in
+// view_node_linux.go, view_file_linux.go and view_xattr_linux.go, and
+// containment in contain_linux.go; the path helpers they share, which
+// need no FUSE, are in viewpaths.go. Everything below an entry is reached
+// through descriptors, never through host path strings.
 //
 // # Containment
 //
@@ -127,9 +132,7 @@
 // (FUSE_NOTIFY_PRUNE, Linux 6.16+; sent from its own goroutine, never from
 // the handler), lets the runtime close their descriptors and retries, so a
 // walk over more files than RLIMIT_NOFILE completes, at the cost of the
-// kernel's cache of those inodes. On the 2-core VM a 50k-file stat walk
-// under a hard limit of 20000 went from EMFILE errors to complete (1.8 s,
-// VmHWM 31 MiB; about 0.5 KiB per cached inode).
+// kernel's cache of those inodes (the figures are in BENCHMARKS.md).
 //
 // Revocation is strict by default: file I/O goes through the daemon, which
 // refuses it once the root is gone. [Options].Passthrough turns on FUSE
@@ -197,14 +200,14 @@
 // host process's by pid: while a file is open for writing through
 // passthrough its modification events are not acted on and its replies
 // are cached for the short timeout, so a host write to the same file in
-// that time shows after at most that timeout (hostwatch_linux.go). What the watcher cannot cover (no permission, a file system
+// that time shows after at most that timeout (hostwatch_pt_linux.go). What the watcher cannot cover (no permission, a file system
 // without file handles or fsid) is cached for [Options].CacheTimeout
 // (default [DefaultCacheTimeout], 1s), per reply; [Options].NoHostWatch
 // turns the watcher off. Only local file systems are watched (ext4, xfs,
 // btrfs, tmpfs, f2fs, bcachefs, overlayfs): a network or FUSE file system
 // changes under other machines or daemons, which no mark here reports.
 // Mounts and unmounts raise no fanotify event either; the watcher follows
-// the daemon's mount table instead (hostwatch_linux.go) and drops what a
+// the daemon's mount table instead (hostwatch_mounts_linux.go) and drops what a
 // changed mount point below a root covers within a second. Lookups resolve
 // beneath descriptors opened in the daemon's mount namespace, so what the
 // view shows below a root is what is mounted there in that namespace (under

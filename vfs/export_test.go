@@ -4,11 +4,13 @@ package vfs
 
 // Test knobs. Each turns one protection off for the negative control of
 // the test that proves it; they live beside the code they bend
-// (testSkipInvalidate, testNoOpenDrop: view_linux.go; testNoFDRelief:
+// (testSkipInvalidate, testNoOpenDrop: swap_linux.go; testNoFDRelief:
 // fdrelief_linux.go; testNoHostEvents: hostwatch_linux.go; testNoKillPriv:
-// view_node_linux.go; testPerFDLocks, testFlushLockedOnly: locks_linux.go; testNoPrefill: view_handle_linux.go; testPassthroughEvents:
-// hostwatch_linux.go; testOpendir: noopendir_linux.go; testTopPlainOffsets: toplist_linux.go) and are set only here, each through a function that
-// returns the reset.
+// view_file_linux.go; testPerFDLocks, testFlushLockedOnly: locks_linux.go;
+// testNoPrefill: view_handle_linux.go; testPassthroughEvents:
+// hostwatch_pt_linux.go; testOpendir: noopendir_linux.go;
+// testTopPlainOffsets: toplist_linux.go) and are set only here, each
+// through a function that returns the reset.
 
 // setKnob sets *knob to on and returns the func that restores it.
 func setKnob(knob *bool, on bool) (reset func()) {

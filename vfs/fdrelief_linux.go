@@ -14,9 +14,8 @@ import (
 )
 
 // The view holds one O_PATH descriptor per inode the kernel remembers, so a
-// walk of more files than RLIMIT_NOFILE allows (a 50k-file tree under a
-// hard limit of 20000, say) would fail with EMFILE although most of those
-// inodes are no longer in use. When an open fails with EMFILE or ENFILE the
+// walk of more files than RLIMIT_NOFILE allows would fail with EMFILE
+// although most of those inodes are no longer in use. When an open fails with EMFILE or ENFILE the
 // view asks the kernel to forget the inodes it does not use
 // (FUSE_NOTIFY_PRUNE, Linux 6.16+), lets the runtime close the descriptors
 // of the nodes go-fuse then drops, and retries.

@@ -252,8 +252,8 @@ func serveMain(cfgJSON string) int {
 }
 
 // loopbackTop is the path-based comparison: one stock fs.LoopbackNode per
-// path, as go-fuse documents for non-root loopbacks (the study's prototype,
-// identity salted so nested roots do not share Inodes).
+// path, as go-fuse documents for non-root loopbacks (identity salted so
+// nested roots do not share Inodes).
 type loopbackTop struct {
 	fs.Inode
 	paths []string

@@ -1282,7 +1282,7 @@ func TestHostLayoutPlacementProperties(t *testing.T) {
 					roots = append(roots, pool[rnd(len(pool))])
 				}
 				tab := BuildTable(rootsOf(roots), TableOptions{Layout: LayoutHost, Reserved: v.reserved(), Beneath: v.opts.Beneath})
-				ns := v.snapshotOf(tab, v.cur.Load())
+				ns := v.snapshotOf(tab, v.current())
 				var visible int
 				top := map[string]string{} // top-level name -> who
 				for _, e := range tab.Entries() {

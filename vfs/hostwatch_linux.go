@@ -6,10 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,8 +18,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
-
-	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // The host watcher lets the kernel cache names, attributes, negative
@@ -49,7 +45,7 @@ import (
 // Where the watcher cannot run (no CAP_SYS_ADMIN, a user namespace, a
 // kernel without fanotify FID reporting) or cannot mark a file system, or a
 // node cannot be indexed (no file handles), the kernel caches that node for
-// Options.CacheTimeout only, as before.
+// Options.CacheTimeout only.
 
 // watchedCacheTimeout is how long the kernel may cache what the host watcher
 // covers.
@@ -74,9 +70,8 @@ type watchedView interface {
 	current() *snapshot
 }
 
-func (v *View) serving() bool      { return v.mounted.Load() }
-func (v *View) top() *fs.Inode     { return v.root.EmbeddedInode() }
-func (v *View) current() *snapshot { return v.cur.Load() }
+func (v *View) serving() bool  { return v.mounted.Load() }
+func (v *View) top() *fs.Inode { return v.root.EmbeddedInode() }
 
 // hostWatch is the host watcher. It owns its state; the view reaches it
 // through watchNode, hostGen, shortCache and close.
@@ -99,18 +94,7 @@ type hostWatch struct {
 	devs  map[uint64]devWatch
 	nodes map[string][]weak.Pointer[node] // handle key -> nodes
 
-	// Writable passthrough handles (see passthroughWriter): the nodes
-	// with any (ptNodes, *node -> *ptWindow, read on every reply of a
-	// passthrough view), under ptMu.
-	ptMu      sync.Mutex
-	ptHandles map[*fileHandle]struct{}
-	ptNodes   sync.Map
-}
-
-// ptWindow is a node's time with writable passthrough handles.
-type ptWindow struct {
-	handles  int
-	deferred bool // a modification was not acted on
+	pt ptWindows // writable passthrough handles (hostwatch_pt_linux.go)
 }
 
 type devWatch struct {
@@ -162,115 +146,6 @@ func (w *hostWatch) close() {
 	w.f.Close()
 	if w.stopW >= 0 {
 		unix.Close(w.stopW) // wakes watchMounts, which closes stopR
-	}
-}
-
-// watchMounts follows this mount namespace's mount table (poll on
-// /proc/self/mountinfo): fanotify reports no mount or unmount, and one on
-// the host at or below a root would otherwise leave the kernel's cache of
-// what it covers (or uncovers) stale for the hour (within a second at the
-// latest, see below). A root with a changed
-// mount point at or below its host path has its whole cached subtree
-// dropped (negative entries included); mounts elsewhere cost nothing.
-// Under `rootfs run` this namespace is the daemon's, a slave of the host's
-// (mountmgr), so a host mount shows here as it propagates in; it is also
-// the namespace the view's descriptors resolve in, so what this table
-// says is what lookups find.
-func (w *hostWatch) watchMounts(f *os.File, known map[string]bool) {
-	defer unix.Close(w.stopR)
-	defer f.Close()
-	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLPRI}, {Fd: int32(w.stopR), Events: unix.POLLIN}}
-	for {
-		// The kernel wakes pollers of mountinfo on most changes but not
-		// on every one (a lazy unmount was seen to raise none), so the
-		// table is also compared once a second.
-		_, err := unix.Poll(fds, 1000)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || fds[1].Revents != 0 {
-			return
-		}
-		now := mountPoints(f)
-		var changed []string
-		for mp := range now {
-			if !known[mp] {
-				changed = append(changed, mp)
-			}
-		}
-		for mp := range known {
-			if !now[mp] {
-				changed = append(changed, mp)
-			}
-		}
-		known = now
-		if !testNoHostEvents && w.v.serving() {
-			w.remounted(changed)
-		}
-	}
-}
-
-// mountPoints reads the mount points of a mountinfo file from its start.
-func mountPoints(f *os.File) map[string]bool {
-	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<30))
-	out := map[string]bool{}
-	if err != nil {
-		return out
-	}
-	for _, mp := range linux.MountPoints(data) {
-		out[mp] = true
-	}
-	return out
-}
-
-// remounted drops the kernel's cache of what each changed mount point at
-// or below a root covers: the dentry of the mount point's path in the view
-// (or of the deepest directory of it the view knows), with everything
-// below it. Invalidating only the entry would not do: a directory dentry
-// in use survives below its invalidated parent and comes back with it.
-func (w *hostWatch) remounted(changed []string) {
-	r := w.v.top()
-	s := w.v.current()
-	for _, name := range s.order {
-		hp := strings.TrimSuffix(s.byName[name].entry.HostPath, "/")
-		for _, mp := range changed {
-			var rel string
-			switch {
-			case mp == hp || (hp == "" && mp == "/"):
-			case strings.HasPrefix(mp, hp+"/"):
-				rel = mp[len(hp)+1:]
-			default:
-				continue
-			}
-			w.gen.Add(1)
-			parent, child := r, name
-			if dir, base := splitKey(name); dir != "" {
-				// The entry's synthetic directory, if the kernel knows it.
-				for _, c := range strings.Split(dir, "/") {
-					if parent = parent.GetChild(c); parent == nil {
-						break
-					}
-				}
-				if parent == nil {
-					continue
-				}
-				child = base
-			}
-			for _, c := range strings.Split(rel, "/") {
-				if c == "" {
-					continue
-				}
-				next := parent.GetChild(child)
-				if next == nil {
-					break // nothing cached further down
-				}
-				parent, child = next, c
-			}
-			if errno := parent.NotifyEntry(child); !benignNotify(errno) {
-				w.log.Debug("host watcher: entry invalidation failed", zap.String("name", child), zap.Error(errno))
-			}
-			w.log.Debug("a mount changed below a root: dropped the kernel's cache of it", zap.String("entry", name), zap.String("mountpoint", mp))
-		}
 	}
 }
 
@@ -434,105 +309,6 @@ func (v *View) shortTimeout() time.Duration { return v.opts.cacheTimeout() }
 func (n *node) shortCache() bool {
 	return n.v.watch != nil && (!n.watched || n.v.watch.dead.Load() || n.v.watch.ptWriting(n))
 }
-
-// Under passthrough the kernel writes to the backing file itself, in the
-// writer's context, so fanotify reports the writer's pid and not the
-// daemon's, and the watcher would take every write made through the view
-// for a host change: drop the file's attributes, pages and dentry (a
-// notification per write, and a LOOKUP and GETATTR more after each). The
-// kernel already knows these writes (it updates the size and drops its
-// cached attributes after each one, and passthrough reads and mappings go
-// to the backing file, not the page cache). So while a node has writable
-// passthrough handles, its modification events are not acted on: the
-// kernel's attributes are dropped once when the first such handle opens,
-// every reply meanwhile is cached for the short timeout only (a host
-// process writing the same file is seen after it, as without the
-// watcher), and the last close drops attributes and pages once if a
-// modification came in between. Events that are not plain modifications
-// (attribute changes, renames, deletion) are acted on as always. A handle
-// of the same file that is not passthrough (a set-ID file, opened while
-// privileged) may read pages cached before a host write in that time.
-
-// passthroughWriter records h, a handle the kernel writes through itself.
-func (v *View) passthroughWriter(h *fileHandle) {
-	w := v.watch
-	if w == nil || !h.writable || testPassthroughEvents {
-		return
-	}
-	w.ptMu.Lock()
-	if w.ptHandles == nil {
-		w.ptHandles = map[*fileHandle]struct{}{}
-	}
-	w.ptHandles[h] = struct{}{}
-	pw, _ := w.ptNodes.Load(h.n)
-	first := pw == nil
-	if first {
-		pw = &ptWindow{}
-		w.ptNodes.Store(h.n, pw)
-	}
-	pw.(*ptWindow).handles++
-	w.ptMu.Unlock()
-	if first {
-		// Attributes cached for long before the window would outlive a
-		// host change made during it (whose event is not acted on).
-		w.gen.Add(1)
-		go w.notify(action{n: h.n}) // never from the OPEN handler itself
-	}
-}
-
-// passthroughClosed is passthroughWriter's release.
-func (v *View) passthroughClosed(h *fileHandle) {
-	w := v.watch
-	if w == nil {
-		return
-	}
-	w.ptMu.Lock()
-	if _, ok := w.ptHandles[h]; !ok {
-		w.ptMu.Unlock()
-		return
-	}
-	delete(w.ptHandles, h)
-	v0, _ := w.ptNodes.Load(h.n)
-	pw := v0.(*ptWindow)
-	pw.handles--
-	last := pw.handles == 0
-	if last {
-		w.ptNodes.Delete(h.n)
-	}
-	w.ptMu.Unlock()
-	if last && pw.deferred {
-		w.gen.Add(1)
-		go w.notify(action{n: h.n, data: true}) // never from the RELEASE handler itself
-	}
-}
-
-// ptWriting reports whether n has writable passthrough handles.
-func (w *hostWatch) ptWriting(n *node) bool {
-	if !n.v.opts.Passthrough {
-		return false
-	}
-	_, ok := w.ptNodes.Load(n)
-	return ok
-}
-
-// ptDefer reports whether a modification of n is left to the kernel (n is
-// open for writing through passthrough), noting that one came.
-func (w *hostWatch) ptDefer(n *node, mask uint64) bool {
-	if mask&^(unix.FAN_MODIFY|unix.FAN_ONDIR) != 0 || !w.ptWriting(n) {
-		return false
-	}
-	w.ptMu.Lock()
-	defer w.ptMu.Unlock()
-	if pw, ok := w.ptNodes.Load(n); ok {
-		pw.(*ptWindow).deferred = true
-		return true
-	}
-	return false
-}
-
-// testPassthroughEvents acts on every modification event, as before the
-// passthrough windows: the negative control of TestViewPassthroughOwnWrites.
-var testPassthroughEvents = false
 
 // testNotified counts the watcher's notifications (read by the tests).
 var testNotified atomic.Int64
@@ -719,12 +495,8 @@ func (w *hostWatch) everything() []action {
 func (w *hostWatch) notify(a action) {
 	testNotified.Add(1)
 	in := a.n.EmbeddedInode()
-	var errno syscall.Errno
 	if a.entry != "" {
-		errno = in.NotifyEntry(a.entry)
-		if !benignNotify(errno) {
-			w.log.Debug("host watcher: entry invalidation failed", zap.String("name", a.entry), zap.Error(errno))
-		}
+		w.dropEntry(in, a.entry)
 		if a.entryOnly {
 			return
 		}
@@ -733,15 +505,19 @@ func (w *hostWatch) notify(a action) {
 	if a.data {
 		off = 0
 	}
-	errno = in.NotifyContent(off, 0)
-	if !benignNotify(errno) {
+	if errno := in.NotifyContent(off, 0); !benignNotify(errno) {
 		w.log.Debug("host watcher: inode invalidation failed", zap.Error(errno))
 	}
 	if a.reLookup {
 		if name, p := in.Parent(); p != nil {
-			if errno := p.NotifyEntry(name); !benignNotify(errno) {
-				w.log.Debug("host watcher: entry invalidation failed", zap.String("name", name), zap.Error(errno))
-			}
+			w.dropEntry(p, name)
 		}
+	}
+}
+
+// dropEntry drops the kernel's entry of name in dir (FUSE_NOTIFY_INVAL_ENTRY).
+func (w *hostWatch) dropEntry(dir *fs.Inode, name string) {
+	if errno := dir.NotifyEntry(name); !benignNotify(errno) {
+		w.log.Debug("host watcher: entry invalidation failed", zap.String("name", name), zap.Error(errno))
 	}
 }

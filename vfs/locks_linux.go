@@ -35,8 +35,8 @@ import (
 // (by then every POSIX owner that held the handle has closed it, and so
 // flushed). When the node's last handle is released, whatever is left goes.
 //
-// FLUSH is a synchronous round trip on every close (it doubled the cost of
-// open+close), and the kernel sends none for a handle opened with
+// FLUSH is a synchronous round trip on every close, a large part of what
+// open+close costs, and the kernel sends none for a handle opened with
 // FOPEN_NOFLUSH; the flag is chosen at OPEN and cannot change later. The
 // view sets it only where no lock can need the close (fileHandle.flushes):
 // on a handle opened read-only while its file has never had a record lock
@@ -149,9 +149,9 @@ func (h *fileHandle) flushes() bool {
 	case !h.n.v.forwardsLocks():
 		return false
 	case testFlushLockedOnly:
-		return h.n.locked.Load()
+		return h.n.file.locked.Load()
 	}
-	return h.writable || h.n.locked.Load()
+	return h.writable || h.n.file.locked.Load()
 }
 
 // replyFlags are the flags of h's OPEN (CREATE, TMPFILE) reply; it
@@ -162,7 +162,7 @@ func (h *fileHandle) replyFlags(ctx context.Context) uint32 {
 	}
 	if fc, ok := ctx.(*fuse.Context); ok && h.n.v.forwardsLocks() {
 		h.opener.Store(fc.Caller.Pid)
-		if h.n.locked.Load() {
+		if h.n.file.locked.Load() {
 			h.opener.Store(tgid(fc.Caller.Pid)) // locked meanwhile: see lockedFirst
 		}
 	}
@@ -174,12 +174,13 @@ func (h *fileHandle) replyFlags(ctx context.Context) uint32 {
 // their processes (OPEN reports the calling thread, a lock its process;
 // the thread may be gone by the time the handle is released).
 func (n *node) lockedFirst() {
-	if n.locked.Load() || !n.locked.CompareAndSwap(false, true) {
+	f := n.file
+	if f.locked.Load() || !f.locked.CompareAndSwap(false, true) {
 		return
 	}
-	n.hmu.Lock()
-	defer n.hmu.Unlock()
-	for h := range n.handles {
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	for h := range f.handles {
 		if h.noflush {
 			if tid := h.opener.Load(); tid != 0 {
 				h.opener.Store(tgid(tid))

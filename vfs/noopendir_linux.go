@@ -16,8 +16,7 @@ import (
 // directories without asking, sends READDIR, READDIRPLUS and FSYNCDIR with
 // file handle 0, and keeps the listings it has read cached as under
 // FOPEN_CACHE_DIR|FOPEN_KEEP_CACHE (checked on Linux 6.18): a warm walk
-// sends nothing per directory, where it sent OPENDIR and RELEASEDIR for
-// each.
+// sends nothing per directory, not even OPENDIR and RELEASEDIR.
 //
 // go-fuse v2.12.1's fs bridge does not support this by itself: file handle
 // 0 is its dummy entry with no file, so READDIR(PLUS) on it answers an
@@ -26,8 +25,8 @@ import (
 // OPENDIR, so through the node's OpendirHandle and its checks) for that
 // request and released after it. A listing read in several requests reopens
 // each time and seeks to the kernel's offset (the host directory's
-// cookie), as a seekdir would. A directory of a revoked root now opens and
-// fails its first READDIR with EIO, where OPENDIR failed before.
+// cookie), as a seekdir would. A directory of a revoked root opens (the
+// kernel does not ask) and fails its first READDIR with EIO.
 //
 // FUSE_NO_OPEN_SUPPORT is not used: RELEASE of a file is where its lock
 // owners' locks (locks_linux.go) and its unlinked-file pins go.

@@ -98,6 +98,11 @@ type Options struct {
 	// or could earlier; nil follows every symlink. The caller keeps it and
 	// closes it after the view.
 	Written *WriteSet
+
+	// CPUProfile names a file to write a CPU profile of the daemon to,
+	// from NewView until View.Close (a debugging aid: go tool pprof -top
+	// FILE). Empty, the default, writes none. Linux only.
+	CPUProfile string
 }
 
 func (o *Options) cacheTimeout() time.Duration {

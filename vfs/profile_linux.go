@@ -9,12 +9,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// ProfileEnv names a file to write a CPU profile of the daemon to, from
-// NewView until View.Close (a debugging aid: go tool pprof -top FILE).
-const ProfileEnv = "ROOTFS_VFS_CPUPROFILE"
-
+// startProfile starts the CPU profile Options.CPUProfile asks for.
 func (v *View) startProfile() {
-	p := os.Getenv(ProfileEnv)
+	p := v.opts.CPUProfile
 	if p == "" {
 		return
 	}

@@ -74,7 +74,7 @@ func resolve(p string, taint func(dev, ino uint64) bool) (*Entry, error) {
 		return nil, fmt.Errorf("%w: %s is neither a directory nor a regular file", ErrBadRoot, p)
 	}
 	// Kernel interfaces (/proc, /sys, ...) are not data: their magic links
-	// would lead anywhere (security battery D10, D13).
+	// would lead anywhere.
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
 		unix.Close(fd)

@@ -2,13 +2,14 @@
 
 package vfs
 
-// Set-ID bits and file capabilities on data changes (issue 10, findings 2
-// and 3). The attacking operation runs in a child (this binary, re-executed
-// with ROOTFS_VFS_ATTACK) whose operating thread has no capabilities at
-// all, as the wrapped server has none; the test then looks at the host
-// file. Each case runs once against the view and once against the view as
-// it was (serveConfig.NoKillPriv), where the set-user-ID bit must survive:
-// the attack works without the protection.
+// Set-ID bits and file capabilities on data changes, by the daemon
+// (killPriv) and by passthrough writes (lowerForBacking). The attacking
+// operation runs in a child (this binary, re-executed with
+// ROOTFS_VFS_ATTACK) whose operating thread has no capabilities at all, as
+// the wrapped server has none; the test then looks at the host file. Each
+// case runs once against the view and once with the protection off
+// (serveConfig.NoKillPriv), where the set-user-ID bit must survive: the
+// attack works without it.
 
 import (
 	"bufio"

@@ -148,7 +148,7 @@ func TestViewSwap(t *testing.T) {
 }
 
 // TestViewRevokedCwd: a process whose cwd is under a removed root can no
-// longer list, read or create there (security battery F4).
+// longer list, read or create there.
 func TestViewRevokedCwd(t *testing.T) {
 	h := hostTree(t)
 	b := mkdir(t, filepath.Join(h, "b"))
@@ -167,18 +167,16 @@ func TestViewRevokedCwd(t *testing.T) {
 	}
 }
 
-// TestViewHostRace is the host-side race of security battery D6: one
-// goroutine swaps a directory of a root with a symlink that points out of
-// the root, in a tight loop (renameat2 RENAME_EXCHANGE), while others open,
-// stat, list, create, chmod and unlink through the mount. The view must
-// never touch the outside directory. The negative control runs the same
-// race against go-fuse's stock path-based loopback and must escape, which
-// shows the race is real.
+// TestViewHostRace is the host-side race: one goroutine swaps a directory of
+// a root with a symlink that points out of the root, in a tight loop
+// (renameat2 RENAME_EXCHANGE), while others open, stat, list, create, chmod
+// and unlink through the mount. The view must never touch the outside
+// directory. The negative control runs the same race against go-fuse's stock
+// path-based loopback and must escape, which shows the race is real.
 //
-// The "fuse" variants are the FUSE-only form of the same attack (D6, and
-// demonstration 2 of the go-fuse study): roots r and r/d, and the client
-// itself exchanges r/d with the symlink through the mount while others use
-// root d.
+// The "fuse" variants are the FUSE-only form of the same attack: roots r and
+// r/d, and the client itself exchanges r/d with the symlink through the
+// mount while others use root d.
 func TestViewHostRace(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -344,10 +342,9 @@ func hostRace(t *testing.T, loopback, viaFUSE bool, d time.Duration) raceResult 
 	return raceResult{ops: ops.Load(), swaps: swaps.Load(), escapes: escapes}
 }
 
-// TestViewNestedRoots is demonstration 2 of the go-fuse study (§7): with
-// roots x and x/sub, a client replaces x/sub by a symlink out of x through
-// the mount. A path-based view then serves the outside through root "sub";
-// the view keeps serving the pinned directory.
+// TestViewNestedRoots: with roots x and x/sub, a client replaces x/sub by a
+// symlink out of x through the mount. A path-based view then serves the
+// outside through root "sub"; the view keeps serving the pinned directory.
 func TestViewNestedRoots(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -458,8 +455,8 @@ func TestViewPassthrough(t *testing.T) {
 }
 
 // TestViewDescriptorsReturn: the daemon's descriptors return to their
-// baseline once the kernel forgets the nodes of a removed root (security
-// battery F6): one O_PATH descriptor per node is not a leak.
+// baseline once the kernel forgets the nodes of a removed root: one O_PATH
+// descriptor per node is not a leak.
 func TestViewDescriptorsReturn(t *testing.T) {
 	testutil.Short(t)
 	h := hostTree(t)

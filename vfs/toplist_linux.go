@@ -16,16 +16,16 @@ import (
 //
 // Without OPENDIR (noopendir_linux.go) every READDIR request gets a fresh
 // stream that seeks to the kernel's offset; with a plain index as the
-// offset, a listing continued after an install read the new table from the
-// old one's position: names repeated or skipped, or EINVAL where the new
-// table was shorter (seen as "ls: reading directory '/': Invalid argument"
-// under root flips). So every offset names the snapshot the listing was
+// offset, a listing continued after an install would read the new table
+// from the old one's position: names repeated or skipped, or EINVAL where
+// the new table is shorter ("ls: reading directory '/': Invalid argument").
+// So every offset names the snapshot the listing was
 // made from (its generation) and the position in it, and the view keeps
 // the snapshots of the last topListings installs: a continuation lists on
 // from the same snapshot. One begun before that many installs ends there
 // (a prefix of one table, never a mix). The bound counts installs, not
-// listings: when it counted listings, readers listing in parallel (every
-// synthetic directory's listings shared it) pushed each other's out and
+// listings: counted by listings, readers listing in parallel (every
+// synthetic directory's listings share it) would push each other's out and
 // cut listings short without any install in between.
 
 const (
@@ -69,7 +69,7 @@ type topStream struct {
 func (s *topStream) start() {
 	if !s.started {
 		s.started = true
-		snap := s.r.v.cur.Load()
+		snap := s.r.v.current()
 		s.entries = s.r.listOf(snap)
 		s.id = snap.gen
 		if testTopPlainOffsets {
@@ -79,7 +79,7 @@ func (s *topStream) start() {
 }
 
 // testTopPlainOffsets numbers entries by position only and continues a
-// listing in the current table, as before (the negative control of
+// listing in the current table (the negative control of
 // TestViewTopListingOneTable).
 var testTopPlainOffsets = false
 
@@ -113,7 +113,7 @@ func (s *topStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	id, idx := off>>topIdxBits, int(off&(1<<topIdxBits-1))
 	s.started = true
 	var entries []fuse.DirEntry
-	if snap := s.r.v.topLists.get(id); snap != nil {
+	if snap := s.r.v.sw.lists.get(id); snap != nil {
 		entries = s.r.listOf(snap)
 	}
 	if idx > len(entries) {

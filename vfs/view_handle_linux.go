@@ -28,6 +28,7 @@ type fileHandle struct {
 	opener  atomic.Uint32
 }
 
+// newHandle makes the handle of fd, open on n (a regular file) with flags.
 func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 	h := &fileHandle{
 		n:        n,
@@ -35,18 +36,19 @@ func (n *node) newHandle(fd int, flags uint32) *fileHandle {
 		writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY,
 	}
 	h.noflush = !h.flushes()
+	f := n.file
 	if h.writable {
-		n.writers.Add(1)
+		f.writers.Add(1)
 	}
-	n.hmu.Lock()
-	if n.handles == nil {
-		n.handles = map[*fileHandle]struct{}{}
+	f.hmu.Lock()
+	if f.handles == nil {
+		f.handles = map[*fileHandle]struct{}{}
 	}
-	n.handles[h] = struct{}{}
-	if len(n.handles) == 1 {
-		n.v.trackOpen(n, true)
+	f.handles[h] = struct{}{}
+	if len(f.handles) == 1 {
+		n.v.sw.open.track(n, true)
 	}
-	n.hmu.Unlock()
+	f.hmu.Unlock()
 	return h
 }
 
@@ -73,7 +75,7 @@ func (h *fileHandle) errno(op string, err error) syscall.Errno { return h.n.v.to
 //
 // Files on another FUSE file system are served by the daemon: stacking them
 // could exceed the kernel's stack depth, and one failed registration turns
-// passthrough off for the whole mount in go-fuse (study §4).
+// passthrough off for the whole mount in go-fuse.
 //
 // go-fuse registers the descriptor right after this returns, on the same
 // thread; the kernel then does every passthrough read, write and mmap with
@@ -142,14 +144,15 @@ var (
 // stored, as the host watcher would.
 func (h *fileHandle) prefill() {
 	n := h.n
-	if testNoPrefill || h.writable || n.v.opts.Passthrough || n.prefilled.Load() || n.writers.Load() != 0 {
+	f := n.file
+	if testNoPrefill || h.writable || n.v.opts.Passthrough || f.prefilled.Load() || f.writers.Load() != 0 {
 		return
 	}
 	var st, after syscall.Stat_t
 	if syscall.Fstat(h.fd, &st) != nil || st.Size <= 0 || st.Size > prefillMax {
 		return
 	}
-	if !n.prefilled.CompareAndSwap(false, true) {
+	if !f.prefilled.CompareAndSwap(false, true) {
 		return
 	}
 	// Opening a file does not change its access time, so neither may this
@@ -173,7 +176,7 @@ func (h *fileHandle) prefill() {
 	if n.WriteCache(0, buf) != 0 {
 		return
 	}
-	if syscall.Fstat(h.fd, &after) != nil || after.Size != st.Size || after.Mtim != st.Mtim || after.Ctim != st.Ctim || n.writers.Load() != 0 {
+	if syscall.Fstat(h.fd, &after) != nil || after.Size != st.Size || after.Mtim != st.Mtim || after.Ctim != st.Ctim || f.writers.Load() != 0 {
 		n.NotifyContent(0, 0)
 	}
 }
@@ -186,11 +189,18 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 	return fuse.ReadResultFd(uintptr(h.fd), off, len(dest)), 0
 }
 
-func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+// beforeChange readies h's file for a change to its data: it refuses one
+// on a revoked root or a read-only view, then clears the set-ID bits and
+// file capability as the change would natively (killPriv).
+func (h *fileHandle) beforeChange() error {
 	if err := h.n.mutable(); err != nil {
-		return 0, h.errno("write", err)
+		return err
 	}
-	if err := killPriv(h.fd); err != nil {
+	return killPriv(h.fd)
+}
+
+func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if err := h.beforeChange(); err != nil {
 		return 0, h.errno("write", err)
 	}
 	k, err := syscall.Pwrite(h.fd, data, off)
@@ -231,19 +241,20 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 // now), so that the next lookup does not take the view's own writes for a
 // host change (node.renewable).
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
-	if h.writable && h.n.writers.Add(-1) == 0 {
+	f := h.n.file
+	if h.writable && f.writers.Add(-1) == 0 {
 		var st syscall.Stat_t
 		if syscall.Fstat(h.fd, &st) == nil {
 			h.n.seen(&st)
 		}
 	}
-	h.n.hmu.Lock()
-	delete(h.n.handles, h)
-	last := len(h.n.handles) == 0
+	f.hmu.Lock()
+	delete(f.handles, h)
+	last := len(f.handles) == 0
 	if last {
-		h.n.v.trackOpen(h.n, false)
+		h.n.v.sw.open.track(h.n, false)
 	}
-	h.n.hmu.Unlock()
+	f.hmu.Unlock()
 	h.releaseLocks(last)
 	h.n.v.passthroughClosed(h)
 	return h.errno("release", syscall.Close(h.fd))
@@ -271,10 +282,7 @@ func (h *fileHandle) Lseek(ctx context.Context, off uint64, whence uint32) (uint
 }
 
 func (h *fileHandle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
-	if err := h.n.mutable(); err != nil {
-		return h.errno("fallocate", err)
-	}
-	if err := killPriv(h.fd); err != nil {
+	if err := h.beforeChange(); err != nil {
 		return h.errno("fallocate", err)
 	}
 	return h.errno("fallocate", unix.Fallocate(h.fd, mode, int64(off), int64(size)))

@@ -106,7 +106,7 @@ func TestViewListing(t *testing.T) {
 	if got := names(t, filepath.Join(s.Mnt, "usr")); len(got) != 0 {
 		t.Errorf("placeholder usr lists %q", got)
 	}
-	// The top level is read-only (security battery D15), and its mode says so.
+	// The top level is read-only, and its mode says so.
 	if fi, err := os.Stat(s.Mnt); err != nil {
 		t.Errorf("top: %v", err)
 	} else if fi.Mode() != os.ModeDir|0o555 {
@@ -116,7 +116,7 @@ func TestViewListing(t *testing.T) {
 	wantErrno(t, "rmdir root", os.Remove(filepath.Join(s.Mnt, "a-2")), syscall.EPERM)
 	wantErrno(t, "rename root", os.Rename(filepath.Join(s.Mnt, "a"), filepath.Join(s.Mnt, "z")), syscall.EPERM)
 	wantErrno(t, "symlink at top", os.Symlink("/", filepath.Join(s.Mnt, "evil")), syscall.EPERM)
-	// ".." of an entry is the view's root, never the host parent (D14).
+	// ".." of an entry is the view's root, never the host parent.
 	if got := names(t, filepath.Join(s.Mnt, "a", "..")); !slices.Equal(got, want) {
 		t.Errorf("a/.. lists %q", got)
 	}
@@ -214,7 +214,7 @@ func TestViewReadWrite(t *testing.T) {
 	if st.Mode&0o7777 != 0o604 || st.Size != 2 || st.Mtim.Sec != 2000 {
 		t.Errorf("host after setattr: mode %o size %d mtime %d", st.Mode&0o7777, st.Size, st.Mtim.Sec)
 	}
-	// xattrs: user.* works, others are refused (D23)
+	// xattrs: user.* works, others are refused
 	if err := unix.Setxattr(g, "user.k", []byte("v"), 0); err != nil {
 		t.Errorf("setxattr user: %v", err)
 	} else {
@@ -348,7 +348,7 @@ func TestViewReadOnly(t *testing.T) {
 }
 
 // TestViewHostSymlinks: symlinks in a root are shown as symlinks with their
-// target unchanged, and the daemon never follows them (D1, D2).
+// target unchanged, and the daemon never follows them.
 func TestViewHostSymlinks(t *testing.T) {
 	h := hostTree(t)
 	r := mkdir(t, filepath.Join(h, "r"))
@@ -378,8 +378,7 @@ func TestViewHostSymlinks(t *testing.T) {
 }
 
 // TestViewHostFIFO: a FIFO the host puts where the kernel expected nothing
-// (a stale negative entry) is not opened by the daemon, which would block
-// (security battery D21).
+// (a stale negative entry) is not opened by the daemon, which would block.
 func TestViewHostFIFO(t *testing.T) {
 	h := hostTree(t)
 	r := mkdir(t, filepath.Join(h, "r"))

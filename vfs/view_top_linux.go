@@ -4,7 +4,6 @@ package vfs
 
 import (
 	"context"
-	"hash/fnv"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -57,7 +56,7 @@ func (r *rootDir) OnAdd(ctx context.Context) {
 		return // only the top level holds persistent children
 	}
 	r.v.mounted.Store(true)
-	for _, p := range r.v.tops {
+	for _, p := range r.v.ph.tops {
 		r.AddChild(p.Name, r.newPlaceholder(ctx, p), true)
 	}
 }
@@ -76,15 +75,6 @@ func (r *rootDir) newPlaceholder(ctx context.Context, p Placeholder) *fs.Inode {
 	return r.NewPersistentInode(ctx, &rootDir{v: r.v, path: p.Name}, fs.StableAttr{Mode: syscall.S_IFDIR})
 }
 
-// synthIno is the inode number of the synthetic directory at key: the
-// same for the same path, in a range that host inodes (mixIno) and
-// go-fuse's automatic numbers (from 2^63) do not reach in practice.
-func synthIno(key string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(key))
-	return h.Sum64() | 3<<62
-}
-
 func setTimes(a *fuse.Attr, t int64) {
 	a.Atime, a.Mtime, a.Ctime = uint64(t), uint64(t), uint64(t)
 }
@@ -101,23 +91,23 @@ func (r *rootDir) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOu
 
 func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	key := childKey(r.path, name)
-	if i, ok := r.v.placeholders[key]; ok {
+	if p, ok := r.v.ph.at(key); ok {
 		ch := r.GetChild(name)
 		if ch == nil {
 			if r.path == "" {
 				return nil, syscall.ENOENT
 			}
-			ch = r.newPlaceholder(ctx, r.v.opts.Placeholders[i])
+			ch = r.newPlaceholder(ctx, p)
 		}
 		r.attrOf(ctx, ch, out)
 		out.SetEntryTimeout(topTimeout) // placeholders never change
 		out.SetAttrTimeout(topTimeout)
 		return ch, 0
 	}
-	s := r.v.cur.Load()
+	s := r.v.current()
 	if _, ok := s.byName[key]; !ok {
 		_, dir := s.dirs[key]
-		_, phDir := r.v.phDirs[key]
+		_, phDir := r.v.ph.dirs[key]
 		if !dir && !phDir {
 			return nil, syscall.ENOENT
 		}
@@ -165,8 +155,8 @@ func chOps[T any](ch *fs.Inode) (T, bool) {
 
 func (r *rootDir) lookupEntry(ctx context.Context, name, key string, out *fuse.EntryOut) (*fs.Inode, error) {
 	v := r.v
-	v.closeMu.RLock()
-	sl, ok := v.cur.Load().byName[key]
+	v.sw.closeMu.RLock()
+	sl, ok := v.current().byName[key]
 	if ok && v.opts.BoundEntries {
 		if old := r.GetChild(name); old != nil {
 			if on, same := old.Operations().(*node); same && on.inc == sl.inc {
@@ -182,7 +172,7 @@ func (r *rootDir) lookupEntry(ctx context.Context, name, key string, out *fuse.E
 				} else {
 					out.Mode = old.StableAttr().Mode | 0o555
 				}
-				v.closeMu.RUnlock()
+				v.sw.closeMu.RUnlock()
 				on.cacheTimes(out)
 				return old, nil
 			}
@@ -193,7 +183,7 @@ func (r *rootDir) lookupEntry(ctx context.Context, name, key string, out *fuse.E
 	if ok {
 		fd, err = unix.FcntlInt(uintptr(sl.entry.FD()), unix.F_DUPFD_CLOEXEC, 3)
 	}
-	v.closeMu.RUnlock()
+	v.sw.closeMu.RUnlock()
 	if !ok {
 		return nil, syscall.ENOENT
 	}
@@ -205,16 +195,7 @@ func (r *rootDir) lookupEntry(ctx context.Context, name, key string, out *fuse.E
 		unix.Close(fd)
 		return nil, err
 	}
-	out.Attr.FromStat(&st)
-	old := r.GetChild(name)
-	on, renew := reusable(old, sl.inc, &st)
-	if on != nil {
-		unix.Close(fd)
-		on.cacheTimes(out)
-		return old, nil
-	}
-	ch, _ := v.newChild(ctx, r.EmbeddedInode(), nil, name, sl.inc, fd, &st, renew, out)
-	return ch, nil
+	return v.childOf(ctx, r.EmbeddedInode(), nil, name, sl.inc, fd, &st, out), nil
 }
 
 func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -223,12 +204,12 @@ func (r *rootDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // list is the directory now: the names in it that lead to the current
 // snapshot's entries (in table order), then the placeholders.
-func (r *rootDir) list() []fuse.DirEntry { return r.listOf(r.v.cur.Load()) }
+func (r *rootDir) list() []fuse.DirEntry { return r.listOf(r.v.current()) }
 
 // listOf is the directory in snapshot s.
 func (r *rootDir) listOf(s *snapshot) []fuse.DirEntry {
 	names := s.dirs[r.path]
-	list := make([]fuse.DirEntry, 0, len(names)+len(r.v.phDirs[r.path]))
+	list := make([]fuse.DirEntry, 0, len(names)+len(r.v.ph.dirs[r.path]))
 	listed := map[string]bool{}
 	for _, name := range names {
 		key := childKey(r.path, name)
@@ -250,15 +231,14 @@ func (r *rootDir) listOf(s *snapshot) []fuse.DirEntry {
 		}
 		listed[name] = true
 		key := childKey(r.path, name)
-		if _, ok := r.v.phDirs[key]; ok {
+		if _, ok := r.v.ph.dirs[key]; ok {
 			list = append(list, fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: synthIno(key)})
 			return
 		}
-		i, ok := r.v.placeholders[key]
+		p, ok := r.v.ph.at(key)
 		if !ok {
 			return
 		}
-		p := r.v.opts.Placeholders[i]
 		mode := uint32(syscall.S_IFDIR)
 		switch {
 		case p.Symlink != "":
@@ -273,11 +253,11 @@ func (r *rootDir) listOf(s *snapshot) []fuse.DirEntry {
 		list = append(list, fuse.DirEntry{Name: name, Mode: mode, Ino: ino})
 	}
 	if r.path == "" {
-		for _, p := range r.v.tops {
+		for _, p := range r.v.ph.tops {
 			add(p.Name)
 		}
 	}
-	for _, name := range r.v.phDirs[r.path] {
+	for _, name := range r.v.ph.dirs[r.path] {
 		add(name)
 	}
 	return list
@@ -290,7 +270,8 @@ func (r *rootDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 	return 0
 }
 
-// The top level cannot be changed through the view (security battery D15).
+// No synthetic directory can be changed through the view: which roots exist
+// is decided by Install alone.
 
 func (r *rootDir) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	return syscall.EPERM

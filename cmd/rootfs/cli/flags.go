@@ -166,6 +166,10 @@ func (o *ViewFlags) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.NoHostWatch, "no-host-watch", false, "do not watch the roots' file systems for host changes (fanotify, as root); everything is then cached for --cache-timeout only")
 }
 
+// cpuProfileEnv names a file to write a CPU profile of the view's daemon
+// to (vfs.Options.CPUProfile): a debugging aid, kept out of the flags.
+const cpuProfileEnv = "ROOTFS_VFS_CPUPROFILE"
+
 // Options returns the view options the flags set; the rest is the caller's.
 func (o *ViewFlags) Options(readOnly bool, log *zap.Logger) vfs.Options {
 	cache := o.CacheTimeout
@@ -173,7 +177,7 @@ func (o *ViewFlags) Options(readOnly bool, log *zap.Logger) vfs.Options {
 		cache = -1 // 0s on the command line means no caching; vfs reads zero as the default
 	}
 	layout, _ := vfs.ParseLayout(o.Layout) // checked by the command (layout)
-	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch, Layout: layout}
+	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch, Layout: layout, CPUProfile: os.Getenv(cpuProfileEnv)}
 }
 
 // parseFlags parses args with f, printing usage for --help.
