@@ -199,10 +199,10 @@ func (b *Bridge) routeClient(el []byte) route {
 		}
 		if !b.roots.hold(len(el)) {
 			b.pending.take(e.id)
-			b.refusedHeld.add(b.log, "refused a client request: too many messages held for the first roots",
+			b.refusedHeld.add(b.log, "refused a client request: too many messages held for the roots",
 				zap.String("method", e.method), zap.Int("max_held", maxHeld))
 			return route{reply: errorReply(e.id, codeLimit, fmt.Sprintf(
-				"rootfs: still fetching the client's first roots and already holding %d messages (or %d bytes) for the server; retry once roots/list is answered", maxHeld, b.opts.MaxLine), nil)}
+				"rootfs: still giving the server the client's roots (roots/list) and already holding %d messages (or %d bytes) for it; retry once roots/list is answered", maxHeld, b.opts.MaxLine), nil)}
 		}
 		if e.method == methodInitialize {
 			return route{kind: kindRequest, fwd: b.editInitialize(&e)}
@@ -226,7 +226,7 @@ func (b *Bridge) routeClient(el []byte) route {
 			}
 		}
 		if !b.roots.hold(len(el)) {
-			b.refusedHeld.add(b.log, "dropped a client notification: too many messages held for the first roots",
+			b.refusedHeld.add(b.log, "dropped a client notification: too many messages held for the roots",
 				zap.String("method", e.method), zap.Int("max_held", maxHeld))
 			return route{}
 		}
@@ -372,6 +372,10 @@ func (b *Bridge) routeServer(el []byte) []byte {
 			return nil
 		}
 		if !b.pending.take(e.id) {
+			if e.id.hasPrefix(b.srvPrefix) {
+				b.barrierReply(e.id)
+				return nil
+			}
 			b.log.Warn("dropped a reply from the server to no pending request", zap.Stringer("id", e.id))
 			return nil
 		}

@@ -1,0 +1,215 @@
+package mcpbridge
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The hold: the client's messages for the server wait until the server has been given the roots
+// (see rootsState). Each test plays a raw client and a raw server that answers rootfs's pings
+// itself (manualPings), and has a negative control with the hold off, where the same sequence
+// lets the client's call overtake the roots.
+
+const callLine = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"list_allowed_directories","arguments":{}}}`
+
+// holdHarness is a raw harness whose test answers rootfs's pings.
+func holdHarness(t *testing.T, mod func(*Options)) *harness {
+	t.Helper()
+	h := newHarness(t, mod)
+	h.manualPings = true
+	h.startRaw(true, true)
+	return h
+}
+
+// pingID returns the id of rootfs's ping to the server in line, or fails.
+func (h *harness) pingID(line string) string {
+	h.t.Helper()
+	id, ok := h.rootfsPing(line)
+	if !ok {
+		h.t.Fatalf("want rootfs's ping, got %s", line)
+	}
+	return id
+}
+
+// rootsAnswer is rootfs's answer to the server's roots/list id with the one root dir (the
+// test view lays roots out flat).
+func rootsAnswer(id, dir string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"result":{"roots":[{"uri":"file:///` + filepath.Base(dir) + `"}]}}`
+}
+
+func (h *harness) pong(id string) { h.serverSend(`{"jsonrpc":"2.0","id":"` + id + `","result":{}}`) }
+
+// serverQuiet fails if the server receives anything within d (the hold is on).
+func (h *harness) serverQuiet(d time.Duration, why string) {
+	h.t.Helper()
+	select {
+	case l := <-h.srvLines:
+		h.t.Fatalf("%s: the server got %s", why, l)
+	case <-time.After(d):
+	}
+}
+
+// TestFirstCallAfterServerRoots is server-filesystem's first-call sequence at the wire: the
+// server asks roots/list on initialized, the client calls a tool at once. The call reaches the
+// server after the server's roots/list answer (with the client's root) and after the server
+// answered the ping that follows it, never before. Before, the held call was released before the
+// server's waiting roots/list was answered, and the server answered the call with no roots.
+func TestFirstCallAfterServerRoots(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			setHold(t, hold)
+			dirs := mkdirs(t, "proj")
+			h := holdHarness(t, nil)
+			id := h.handshake(`{"roots":{"listChanged":true}}`)
+			h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`) // on initialized
+			h.clientSend(callLine)
+			h.clientSend(rootsReply(id, dirs[0]))
+			answer := rootsAnswer("1", dirs[0])
+			if !hold { // the negative control: the call overtakes the server's roots
+				expect(t, h.serverRecv(), callLine)
+				expect(t, h.serverRecv(), answer)
+				return
+			}
+			expect(t, h.serverRecv(), answer)
+			p := h.pingID(h.serverRecv())
+			h.serverQuiet(50*time.Millisecond, "before the server answered the ping")
+			h.pong(p)
+			expect(t, h.serverRecv(), callLine)
+		})
+	}
+}
+
+// TestServerAskingWhenToldIsWaitedFor: a server that asks roots/list only once it reads
+// initialized, later than the client's roots arrive (a slow start), sends that roots/list before
+// its pong; rootfs answers it, pings again, and releases the call after the second pong. Before,
+// the call was released as soon as the view had the roots, before the server had asked.
+func TestServerAskingWhenToldIsWaitedFor(t *testing.T) {
+	dirs := mkdirs(t, "proj")
+	h := holdHarness(t, nil)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	h.clientSend(callLine)
+	h.clientSend(rootsReply(id, dirs[0]))
+	p1 := h.pingID(h.serverRecv())
+	h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`) // read initialized only now
+	h.pong(p1)
+	expect(t, h.serverRecv(), rootsAnswer("1", dirs[0]))
+	p2 := h.pingID(h.serverRecv())
+	if p2 == p1 {
+		t.Fatal("the same ping twice")
+	}
+	h.serverQuiet(50*time.Millisecond, "before the second pong")
+	h.pong(p2)
+	expect(t, h.serverRecv(), callLine)
+	// A server that answers a ping with an error has read what came before it as well.
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	m := decode(t, h.clientRecv())
+	h.clientSend(rootsReply(m["id"].(string), dirs[0]))
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	p3 := h.pingID(h.serverRecv())
+	h.clientSend(ping("6"))
+	h.serverSend(`{"jsonrpc":"2.0","id":"` + p3 + `","error":{"code":-32601,"message":"Method not found"}}`)
+	expect(t, h.serverRecv(), ping("6"))
+}
+
+// TestCallAfterListChangedSeesNewRoots: a tool called right after the client's list_changed
+// waits for the fetch and the swap, the server's list_changed and its roots/list, and reaches
+// the server after them; the view holds the new root by then. Before, the call overtook the
+// change and the server answered it with the old roots.
+func TestCallAfterListChangedSeesNewRoots(t *testing.T) {
+	for _, hold := range []bool{true, false} {
+		t.Run(fmt.Sprintf("hold=%v", hold), func(t *testing.T) {
+			setHold(t, hold)
+			dirs := mkdirs(t, "old", "new")
+			h := holdHarness(t, nil)
+			id := h.handshake(`{"roots":{"listChanged":true}}`)
+			h.clientSend(rootsReply(id, dirs[0]))
+			if hold {
+				h.pong(h.pingID(h.serverRecv()))
+			}
+			h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+			h.clientSend(callLine)
+			fetch := decode(t, h.clientRecv())["id"].(string)
+			if !hold { // the negative control: the call reaches the server before the change
+				expect(t, h.serverRecv(), callLine)
+				if got := fmt.Sprint(entryNames(h.view.Table())); got != "[old]" {
+					t.Fatalf("the view held %s when the call reached the server, want [old]", got)
+				}
+				return
+			}
+			h.serverQuiet(50*time.Millisecond, "while the roots are fetched")
+			h.clientSend(rootsReply(fetch, dirs[1]))
+			expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+			p1 := h.pingID(h.serverRecv())
+			h.serverSend(`{"jsonrpc":"2.0","id":2,"method":"roots/list"}`)
+			h.pong(p1)
+			expect(t, h.serverRecv(), rootsAnswer("2", dirs[1]))
+			h.pong(h.pingID(h.serverRecv()))
+			expect(t, h.serverRecv(), callLine)
+			if got := fmt.Sprint(entryNames(h.view.Table())); got != "[new]" {
+				t.Fatalf("the view held %s when the call reached the server, want [new]", got)
+			}
+		})
+	}
+}
+
+// TestHoldReleasedOnTimeouts: a fetch the client never answers, and a ping the server never
+// answers, each release the held messages after RootsTimeout.
+func TestHoldReleasedOnTimeouts(t *testing.T) {
+	t.Run("fetch", func(t *testing.T) {
+		dirs := mkdirs(t, "a")
+		h := holdHarness(t, func(o *Options) { o.RootsTimeout = 200 * time.Millisecond })
+		id := h.handshake(`{"roots":{"listChanged":true}}`)
+		h.clientSend(rootsReply(id, dirs[0]))
+		h.pong(h.pingID(h.serverRecv()))
+		h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+		decode(t, h.clientRecv()) // never answered
+		start := time.Now()
+		h.clientSend(callLine)
+		h.pong(h.pingID(h.serverRecv()))
+		expect(t, h.serverRecv(), callLine)
+		if d := time.Since(start); d < 150*time.Millisecond {
+			t.Errorf("released after %v, before the fetch timed out", d)
+		}
+	})
+	t.Run("ping", func(t *testing.T) {
+		dirs := mkdirs(t, "a")
+		h := holdHarness(t, func(o *Options) { o.RootsTimeout = 200 * time.Millisecond })
+		id := h.handshake(`{"roots":{"listChanged":true}}`)
+		h.clientSend(callLine)
+		h.clientSend(rootsReply(id, dirs[0]))
+		h.pingID(h.serverRecv()) // never answered
+		expect(t, h.serverRecv(), callLine)
+		if h.logs.FilterMessageSnippet("did not answer rootfs's ping in time").Len() != 1 {
+			t.Error("the timeout is not logged")
+		}
+	})
+}
+
+// TestHeldQueueFullRefuses: past maxHeld while a change is fetched, a request gets a JSON-RPC
+// error saying why (never dropped in silence), and what was held goes through in order.
+func TestHeldQueueFullRefuses(t *testing.T) {
+	setLimit(t, &maxHeld, 2)
+	dirs := mkdirs(t, "a", "b")
+	h := newHarness(t, nil)
+	h.startRaw(true, true)
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	h.clientSend(rootsReply(id, dirs[0]))
+	h.sync("s")
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	h.clientSend(ping("1"))
+	h.clientSend(ping("2"))
+	h.clientSend(ping("3"))
+	f := decode(t, h.clientRecv())["id"].(string)
+	refusal := h.clientRecv()
+	wantError(t, refusal, "3", codeLimit)
+	if !strings.Contains(refusal, "holding 2 messages") {
+		t.Errorf("the refusal does not say why: %s", refusal)
+	}
+	h.clientSend(rootsReply(f, dirs[1]))
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	expect(t, h.serverRecv(), ping("1"))
+	expect(t, h.serverRecv(), ping("2"))
+}
