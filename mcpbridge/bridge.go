@@ -46,8 +46,11 @@
 // view swapped, the server's waiting roots/list answered, rootfs's list_changed sent, and then
 // rootfs's ping to the server answered. The server reads in order, so by its pong it has read
 // all of that; a server that asks roots/list when told sends it before the pong, and rootfs
-// answers it and pings again. So a tool called right after initialized or list_changed reaches
-// the server after it has read those roots, not before. What the hold costs
+// answers it and pings again. When the server fetched roots in that cycle, requests that may
+// depend on them (all but ping and the tools, prompts and templates lists) wait RootsSettle more:
+// servers such as server-filesystem take roots in asynchronously and answer what comes meanwhile
+// with the roots they had, none at first. So a tool called right after initialized or
+// list_changed finds the server with those roots, not none or the old ones. What the hold costs
 // is bounded (see Limits); a fetch or a ping that times out (RootsTimeout) releases it; the
 // client's responses to the server's requests are never held; when the client leaves, what is
 // held is still delivered before the server's stdin is closed.
@@ -189,6 +192,11 @@ type Options struct {
 	// the first roots, and the wait for the server's answer to rootfs's ping after a swap (see
 	// "# Roots"). Zero means 10s.
 	RootsTimeout time.Duration
+	// RootsSettle is how long, once the server has fetched new roots, the client's requests that
+	// may depend on them keep waiting (see "# Roots"): servers such as server-filesystem take roots
+	// in asynchronously and answer what arrives meanwhile without them. Zero: no wait (the
+	// --roots-settle flag's default is DefaultRootsSettle).
+	RootsSettle time.Duration
 	// MaxLine is the largest message accepted, in bytes, either way. Zero means DefaultMaxLine.
 	MaxLine int
 	// Logger receives logs (stderr); nil means zap.NewNop().
@@ -214,6 +222,11 @@ const (
 	// codeUnsupportedProtocolVersion is 2026-07-28's UnsupportedProtocolVersion (mcp.CodeUnsupportedProtocolVersion).
 	codeUnsupportedProtocolVersion = -32022
 )
+
+// DefaultRootsSettle is --roots-settle's default. server-filesystem took one root in 12ms after
+// reading it at the median, 80ms at the 90th percentile and 420ms at worst, over 100 sessions
+// four at a time on 2 cores at load 10; a few milliseconds when the machine is quiet.
+const DefaultRootsSettle = 250 * time.Millisecond
 
 const (
 	defaultRootsTimeout = 10 * time.Second
@@ -263,10 +276,13 @@ type endCause struct {
 	err    error
 }
 
-// AddFlags registers the bridge's tunables (--roots-timeout, --max-line) on f, with their defaults.
+// AddFlags registers the bridge's tunables (--roots-timeout, --roots-settle, --max-line) on f, with
+// their defaults.
 func (o *Options) AddFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.RootsTimeout, "roots-timeout", defaultRootsTimeout,
 		"how long to wait for the client's roots/list answer before keeping the previous view")
+	f.DurationVar(&o.RootsSettle, "roots-settle", DefaultRootsSettle,
+		"how long requests that may use new roots wait once the server has fetched them, for servers that take roots in asynchronously (0: not at all)")
 	f.IntVar(&o.MaxLine, "max-line", DefaultMaxLine, "largest MCP message accepted, in bytes")
 }
 
@@ -302,12 +318,13 @@ func New(opts Options) (*Bridge, error) {
 		prefix:    prefix,
 		srvPrefix: srvPrefix,
 		pending:   newForwarded(),
-		roots:     newRootsState(prefix, srvPrefix, opts.RootsTimeout, opts.MaxLine),
+		roots:     newRootsState(prefix, srvPrefix, opts.RootsTimeout, opts.RootsSettle, opts.MaxLine),
 		ended:     make(chan endCause, 4),
 		done:      make(chan struct{}),
 		closing:   make(chan struct{}),
 	}
 	b.roots.onFetchTimeout, b.roots.onWaiterTimeout, b.roots.onBarrierTimeout = b.fetchTimedOut, b.waiterTimedOut, b.barrierTimedOut
+	b.roots.onSettled = b.releaseHeldLocked
 	return b, nil
 }
 

@@ -155,6 +155,41 @@ func TestCallAfterListChangedSeesNewRoots(t *testing.T) {
 	}
 }
 
+// TestHoldEpochs: a message sent after a second list_changed waits for that change even when
+// the first one's held messages are let go meanwhile (here, at the end of the settle), and order
+// is kept throughout.
+func TestHoldEpochs(t *testing.T) {
+	const settle = 200 * time.Millisecond
+	dirs := mkdirs(t, "a", "b", "c")
+	h := holdHarness(t, func(o *Options) { o.RootsSettle = settle })
+	id := h.handshake(`{"roots":{"listChanged":true}}`)
+	h.clientSend(rootsReply(id, dirs[0]))
+	h.pong(h.pingID(h.serverRecv()))
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	f1 := decode(t, h.clientRecv())["id"].(string)
+	h.clientSend(rootsReply(f1, dirs[1]))
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	p := h.pingID(h.serverRecv())
+	h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+	h.pong(p)
+	h.serverRecv() // the answer
+	h.pong(h.pingID(h.serverRecv()))
+	// The settle of the first change: the call waits for it.
+	h.clientSend(callLine)
+	// The client changes its roots again: ping 2 belongs to the second change.
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	h.clientSend(ping("2"))
+	f2 := decode(t, h.clientRecv())["id"].(string)
+	expect(t, h.serverRecv(), callLine) // at the end of the settle
+	h.serverQuiet(settle, "while the second change is fetched")
+	h.clientSend(rootsReply(f2, dirs[2]))
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+	h.pong(h.pingID(h.serverRecv()))
+	expect(t, h.serverRecv(), ping("2"))
+	h.clientSend(ping("3")) // the hold is over
+	expect(t, h.serverRecv(), ping("3"))
+}
+
 // TestHoldReleasedOnTimeouts: a fetch the client never answers, and a ping the server never
 // answers, each release the held messages after RootsTimeout.
 func TestHoldReleasedOnTimeouts(t *testing.T) {
@@ -212,4 +247,58 @@ func TestHeldQueueFullRefuses(t *testing.T) {
 	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
 	expect(t, h.serverRecv(), ping("1"))
 	expect(t, h.serverRecv(), ping("2"))
+}
+
+// TestSettle: when the server fetched roots in the cycle, requests that may depend on them wait
+// RootsSettle after the release (server-filesystem takes a root in asynchronously); those that
+// cannot (tools/list, ping) go at once unless one that waits is ahead of them. A server that did
+// not fetch roots gets the call at once.
+func TestSettle(t *testing.T) {
+	const settle = 300 * time.Millisecond
+	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`
+	t.Run("server fetched roots", func(t *testing.T) {
+		dirs := mkdirs(t, "proj")
+		h := holdHarness(t, func(o *Options) { o.RootsSettle = settle })
+		id := h.handshake(`{"roots":{"listChanged":true}}`)
+		h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+		h.clientSend(list)
+		h.clientSend(callLine)
+		h.clientSend(ping("8"))
+		h.clientSend(rootsReply(id, dirs[0]))
+		h.serverRecv() // the roots/list answer
+		p := h.pingID(h.serverRecv())
+		h.pong(p)
+		released := time.Now()
+		expect(t, h.serverRecv(), list)
+		h.clientSend(`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"file:///x"}}`)
+		expect(t, h.serverRecv(), callLine)
+		if d := time.Since(released); d < settle {
+			t.Errorf("the call came %v after the release, before the settle (%v)", d, settle)
+		}
+		expect(t, h.serverRecv(), ping("8")) // behind the call
+		expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"file:///x"}}`)
+		h.clientSend(ping("10")) // the settle is over
+		expect(t, h.serverRecv(), ping("10"))
+	})
+	t.Run("a ping during the settle goes at once", func(t *testing.T) {
+		dirs := mkdirs(t, "proj")
+		h := holdHarness(t, func(o *Options) { o.RootsSettle = time.Hour })
+		id := h.handshake(`{"roots":{"listChanged":true}}`)
+		h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+		h.clientSend(rootsReply(id, dirs[0]))
+		h.serverRecv()
+		h.pong(h.pingID(h.serverRecv()))
+		h.sync("s") // a ping: not held behind nothing
+		h.clientSend(callLine)
+		h.serverQuiet(100*time.Millisecond, "during the settle")
+	})
+	t.Run("server did not fetch roots", func(t *testing.T) {
+		dirs := mkdirs(t, "proj")
+		h := holdHarness(t, func(o *Options) { o.RootsSettle = time.Hour })
+		id := h.handshake(`{"roots":{"listChanged":true}}`)
+		h.clientSend(callLine)
+		h.clientSend(rootsReply(id, dirs[0]))
+		h.pong(h.pingID(h.serverRecv()))
+		expect(t, h.serverRecv(), callLine)
+	})
 }

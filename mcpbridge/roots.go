@@ -28,7 +28,7 @@ import (
 //
 //	initialized / list_changed ──▶ fetch ──▶ swap ──▶ waiters answered, list_changed to the server
 //	    ──▶ barrier: rootfs's ping to the server ──pong──▶ the server asked roots/list since? ──yes──▶ ping again
-//	                                                                    └──no──▶ release
+//	                                                                    └──no──▶ release ──▶ settle
 //
 // A server reads its messages in order, so its pong means it has read everything rootfs sent it
 // before the ping: the answers to its roots/list and the list_changed. A server that asks for
@@ -38,6 +38,13 @@ import (
 // soon as the view had the roots, reached a server that had not asked for them yet, or whose
 // answer came after them. The barrier ends at the latest RootsTimeout after the swap.
 //
+// Settle. Having read the answer is not having taken it in: server-filesystem checks each root
+// (realpath, stat) asynchronously and meanwhile answers tool calls with the directories it had,
+// none at first. No message tells when it is done, so when the server fetched roots in this
+// cycle, held requests that may depend on them (all but those in noRootsMethods) wait settle
+// more after the release, and so do those that arrive meanwhile; the others go at once unless
+// one that waits is ahead of them. It is a bound on the server's work, not a signal from it.
+//
 // Held messages carry the epoch of the hold they arrived in (each list_changed that holds starts
 // one); a release lets go of those up to the epoch that was current when it was decided, so a
 // message sent after a later list_changed waits for that change.
@@ -45,9 +52,11 @@ type rootsState struct {
 	prefix           string // "rootfs-<nonce>-": every id rootfs sends to the client starts with it
 	srvPrefix        string // "rootfs-<other nonce>-": every id rootfs sends to the server starts with it
 	timeout          time.Duration
-	onFetchTimeout   func(msgID) // run by the timer of a fetch that went unanswered
-	onWaiterTimeout  func(msgID) // run by the timer of a waiter whose roots never came
-	onBarrierTimeout func(msgID) // run by the timer of a barrier the server did not answer
+	onFetchTimeout   func(msgID)   // run by the timer of a fetch that went unanswered
+	onWaiterTimeout  func(msgID)   // run by the timer of a waiter whose roots never came
+	onBarrierTimeout func(msgID)   // run by the timer of a barrier the server did not answer
+	onSettled        func()        // run by the timer of the settle
+	settleFor        time.Duration // the settle (Options.RootsSettle)
 
 	// mu guards the fields that follow.
 	mu sync.Mutex
@@ -76,7 +85,11 @@ type rootsState struct {
 	barrierTimer         *time.Timer
 	barrierUntil         time.Time // the barrier of this swap ends at the latest then
 	barrierSeq           int
-	askedDuringBarrier   bool // the server's roots/list was answered while the barrier was in flight
+	askedDuringBarrier   bool      // the server's roots/list was answered while the barrier was in flight
+	served               bool      // the server was given roots in this cycle (settle follows)
+	settleUntil          time.Time // requests that may depend on the roots wait until then
+	settleTimer          *time.Timer
+	releasing            bool // takeHeld handed out messages that may not be forwarded yet
 	fetches              int  // roots/list requests sent to the client (tests)
 }
 
@@ -84,7 +97,15 @@ type rootsState struct {
 type heldMsg struct {
 	msg   []byte
 	epoch int
+	waits bool // may depend on the roots: waits for the settle
 	counted
+}
+
+// noRootsMethods are the client requests that cannot depend on the roots: they do not wait for
+// the settle.
+var noRootsMethods = map[string]bool{
+	"ping": true, methodInitialize: true, "tools/list": true, "prompts/list": true,
+	"resources/templates/list": true, "logging/setLevel": true,
 }
 
 type counted struct{ n, bytes int }
@@ -93,9 +114,9 @@ type counted struct{ n, bytes int }
 // test-only build tag rootfs_control_nohold).
 var holdForRoots = true
 
-func newRootsState(prefix, srvPrefix string, timeout time.Duration, maxHeldBytes int) *rootsState {
+func newRootsState(prefix, srvPrefix string, timeout, settle time.Duration, maxHeldBytes int) *rootsState {
 	return &rootsState{
-		prefix: prefix, srvPrefix: srvPrefix, timeout: timeout, maxHeldBytes: maxHeldBytes,
+		prefix: prefix, srvPrefix: srvPrefix, timeout: timeout, settleFor: settle, maxHeldBytes: maxHeldBytes,
 		waiters: map[msgID]*time.Timer{}, answeredSet: map[msgID]bool{},
 		release: -1, // nothing goes before the first release
 	}
@@ -193,6 +214,7 @@ func (s *rootsState) settle() (first bool, waiters []msgID, next, barrier msgID)
 			next = s.startLocked()
 		}
 	}
+	s.served = s.served || len(waiters) > 0
 	if s.holding && s.fetch.isNull() {
 		s.barrierUntil = time.Now().Add(s.timeout)
 		barrier = s.startBarrierLocked()
@@ -232,6 +254,14 @@ func (s *rootsState) endBarrier(id msgID, timedOut bool) (current bool, next msg
 		return true, s.startBarrierLocked(), false
 	}
 	s.release = s.epoch
+	if s.served && s.settleFor > 0 {
+		if s.settleTimer != nil {
+			s.settleTimer.Stop()
+		}
+		s.settleUntil = time.Now().Add(s.settleFor)
+		s.settleTimer = time.AfterFunc(s.settleFor, s.onSettled)
+	}
+	s.served = false
 	return true, msgID{}, true
 }
 
@@ -242,7 +272,7 @@ func (s *rootsState) wait(id msgID) (answerNow, refused bool) {
 	defer s.mu.Unlock()
 	if s.known {
 		if !s.barrier.isNull() {
-			s.askedDuringBarrier = true
+			s.askedDuringBarrier, s.served = true, true
 		}
 		return true, false
 	}
@@ -321,34 +351,42 @@ func (s *rootsState) hold(n int) bool {
 
 // keep holds a copy of msg if messages are held and it is not only responses (responses to the
 // server's own requests are never held: the server may be waiting for them), and reports whether
-// it did. What is held was counted by hold when it was routed.
-func (s *rootsState) keep(msg []byte, responses bool) bool {
+// it did. What is held was counted by hold when it was routed. waits: msg may depend on the
+// roots (see noRootsMethods); during the settle one that need not wait, with nothing ahead of
+// it, is not held.
+func (s *rootsState) keep(msg []byte, responses, waits bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.holding || responses {
 		return false
 	}
+	if !waits && len(s.held) == 0 && !s.releasing && s.release == s.epoch && s.barrier.isNull() && s.fetch.isNull() && !s.fetchQueued {
+		return false
+	}
 	// msg points into the line buffer: copy it.
-	s.held = append(s.held, heldMsg{msg: append([]byte(nil), msg...), epoch: s.epoch, counted: s.routed})
+	s.held = append(s.held, heldMsg{msg: append([]byte(nil), msg...), epoch: s.epoch, waits: waits, counted: s.routed})
 	s.routed = counted{}
 	return true
 }
 
-// takeHeld returns the held messages that may go now, those of released epochs, oldest first.
-// The caller forwards them and calls again. When none is left and nothing holds them any more
-// (no fetch, no barrier, no later epoch), the hold stops.
+// takeHeld returns the held messages that may go now, oldest first: those of released epochs,
+// up to the first that waits for the settle while it lasts. The caller forwards them and calls
+// again. When none is left and nothing holds them any more (no fetch, no barrier, no later epoch,
+// no settle), the hold stops.
 func (s *rootsState) takeHeld() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	settling := time.Now().Before(s.settleUntil)
 	var out [][]byte
 	i := 0
-	for ; i < len(s.held) && s.held[i].epoch <= s.release; i++ {
+	for ; i < len(s.held) && s.held[i].epoch <= s.release && !(settling && s.held[i].waits); i++ {
 		out = append(out, s.held[i].msg)
 		s.heldCount -= s.held[i].n
 		s.heldBytes -= s.held[i].bytes
 	}
 	s.held = append(s.held[:0:0], s.held[i:]...)
-	if len(s.held) == 0 && s.known && s.fetch.isNull() && !s.fetchQueued && s.barrier.isNull() && s.release == s.epoch {
+	s.releasing = len(out) > 0
+	if len(s.held) == 0 && !settling && s.known && s.fetch.isNull() && !s.fetchQueued && s.barrier.isNull() && s.release == s.epoch {
 		s.holding = false
 		s.heldCount, s.heldBytes, s.routed = 0, 0, counted{}
 	}
@@ -390,6 +428,9 @@ func (s *rootsState) stopTimers() {
 	}
 	if s.barrierTimer != nil {
 		s.barrierTimer.Stop()
+	}
+	if s.settleTimer != nil {
+		s.settleTimer.Stop()
 	}
 	for _, t := range s.waiters {
 		t.Stop()
@@ -636,15 +677,16 @@ func (b *Bridge) answerRoots(id msgID) {
 
 // forwardToServer forwards a client message to the server, or holds it while the server is
 // given the roots (see rootsState.keep and releaseHeld). responses: msg holds only responses to
-// the server's requests.
-func (b *Bridge) forwardToServer(msg []byte, responses bool) {
-	if b.roots.keep(msg, responses) {
+// the server's requests; waits: it may depend on the roots.
+func (b *Bridge) forwardToServer(msg []byte, responses, waits bool) {
+	if b.roots.keep(msg, responses, waits) {
 		return
 	}
 	_ = b.toServer.forward(msg) // fails only once the bridge is shutting down or the server broke
 }
 
-// releaseHeldLocked is releaseHeld under the handler lock, for a goroutine of its own.
+// releaseHeldLocked is releaseHeld under the handler lock, for a goroutine of its own (and the
+// settle's timer).
 func (b *Bridge) releaseHeldLocked() {
 	b.hmu.RLock()
 	defer b.hmu.RUnlock()
