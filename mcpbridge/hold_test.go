@@ -267,8 +267,8 @@ func TestSettle(t *testing.T) {
 		h.clientSend(rootsReply(id, dirs[0]))
 		h.serverRecv() // the roots/list answer
 		p := h.pingID(h.serverRecv())
+		released := time.Now() // rootfs starts the settle once it has read the pong
 		h.pong(p)
-		released := time.Now()
 		expect(t, h.serverRecv(), list)
 		h.clientSend(`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"file:///x"}}`)
 		expect(t, h.serverRecv(), callLine)
