@@ -51,9 +51,10 @@
 // servers such as server-filesystem take roots in asynchronously and answer what comes meanwhile
 // with the roots they had, none at first. So a tool called right after initialized or
 // list_changed finds the server with those roots, not none or the old ones. What the hold costs
-// is bounded (see Limits); a fetch or a ping that times out (RootsTimeout) releases it; the
-// client's responses to the server's requests are never held; when the client leaves, what is
-// held is still delivered before the server's stdin is closed.
+// is bounded (see Limits); a fetch that times out (RootsTimeout) or a ping that does (2s; a
+// server that never answered one is not pinged again) releases it; the client's responses to
+// the server's requests are never held; when the client leaves, what is held is still
+// delivered before the server's stdin is closed.
 //
 // rootfs's own requests to the client use string ids "rootfs-<64-bit random nonce>-<n>": a
 // server cannot produce them without seeing them, and the server never sees them (a client
@@ -188,9 +189,8 @@ type Options struct {
 	// and rootfs warns once.
 	NoRoots error
 
-	// RootsTimeout bounds the wait for the client's roots/list answer, the server's wait for
-	// the first roots, and the wait for the server's answer to rootfs's ping after a swap (see
-	// "# Roots"). Zero means 10s.
+	// RootsTimeout bounds the wait for the client's roots/list answer and the server's wait for
+	// the first roots. Zero means 10s.
 	RootsTimeout time.Duration
 	// RootsSettle is how long, once the server has fetched new roots, the client's requests that
 	// may depend on them keep waiting (see "# Roots"): servers such as server-filesystem take roots
@@ -236,6 +236,10 @@ const (
 	// answeredMemory is how many rootfs-answered server roots/list ids are remembered so that
 	// a late notifications/cancelled for one of them is swallowed.
 	answeredMemory = 256
+	// pingTimeout bounds the wait for the server's answer to rootfs's ping after a swap (see
+	// "# Roots"). Servers answer ping at once (the spec requires it); one that ignores it holds
+	// the client's messages this long, once.
+	pingTimeout = 2 * time.Second
 )
 
 // Bridge routes one MCP session. Create it with New; Run it once.

@@ -210,7 +210,8 @@ func TestHoldReleasedOnTimeouts(t *testing.T) {
 		}
 	})
 	t.Run("ping", func(t *testing.T) {
-		dirs := mkdirs(t, "a")
+		// A server that ignores ping costs the wait once: it is not pinged again.
+		dirs := mkdirs(t, "a", "b")
 		h := holdHarness(t, func(o *Options) { o.RootsTimeout = 200 * time.Millisecond })
 		id := h.handshake(`{"roots":{"listChanged":true}}`)
 		h.clientSend(callLine)
@@ -220,6 +221,13 @@ func TestHoldReleasedOnTimeouts(t *testing.T) {
 		if h.logs.FilterMessageSnippet("did not answer rootfs's ping in time").Len() != 1 {
 			t.Error("the timeout is not logged")
 		}
+		h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+		h.clientSend(ping("6"))
+		f := decode(t, h.clientRecv())["id"].(string)
+		h.serverQuiet(50*time.Millisecond, "while the roots are fetched")
+		h.clientSend(rootsReply(f, dirs[1]))
+		expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
+		expect(t, h.serverRecv(), ping("6"))
 	})
 }
 

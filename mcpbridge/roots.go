@@ -36,7 +36,9 @@ import (
 // is answered from the new view; the ping is then sent again, so that the client's held messages
 // come after the server has read that answer too. Without it the held messages, released as
 // soon as the view had the roots, reached a server that had not asked for them yet, or whose
-// answer came after them. The barrier ends at the latest RootsTimeout after the swap.
+// answer came after them. The barrier ends at the latest pingTimeout (or RootsTimeout, if
+// shorter) after the swap; a server that has never answered a ping by then is not pinged again,
+// so a server that ignores ping costs that wait once.
 //
 // Settle. Having read the answer is not having taken it in: server-filesystem checks each root
 // (realpath, stat) asynchronously and meanwhile answers tool calls with the directories it had,
@@ -86,6 +88,8 @@ type rootsState struct {
 	barrierUntil         time.Time // the barrier of this swap ends at the latest then
 	barrierSeq           int
 	askedDuringBarrier   bool      // the server's roots/list was answered while the barrier was in flight
+	pongs                int       // barriers the server answered
+	silent               bool      // a barrier timed out before the server ever answered one: ping no more
 	served               bool      // the server was given roots in this cycle (settle follows)
 	settleUntil          time.Time // requests that may depend on the roots wait until then
 	settleTimer          *time.Timer
@@ -197,8 +201,9 @@ func (s *rootsState) setUnsupported() {
 // returns whether they were not known before, the waiters to answer now, the id of a queued
 // fetch to send now (null: none), and, when messages are held and no fetch follows, the id of
 // the barrier ping to send the server after the waiters' answers and any list_changed (null:
-// none).
-func (s *rootsState) settle() (first bool, waiters []msgID, next, barrier msgID) {
+// none), or, with a server that does not answer pings, release: release the held messages
+// after those.
+func (s *rootsState) settle() (first bool, waiters []msgID, next, barrier msgID, release bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first = !s.known
@@ -215,11 +220,16 @@ func (s *rootsState) settle() (first bool, waiters []msgID, next, barrier msgID)
 		}
 	}
 	s.served = s.served || len(waiters) > 0
-	if s.holding && s.fetch.isNull() {
-		s.barrierUntil = time.Now().Add(s.timeout)
+	switch {
+	case !s.holding || !s.fetch.isNull():
+	case s.silent:
+		s.releaseLocked()
+		release = true
+	default:
+		s.barrierUntil = time.Now().Add(min(s.timeout, pingTimeout))
 		barrier = s.startBarrierLocked()
 	}
-	return first, waiters, next, barrier
+	return first, waiters, next, barrier, release
 }
 
 // startBarrierLocked starts a barrier ping (replacing one in flight, whose pong is then ignored),
@@ -246,6 +256,11 @@ func (s *rootsState) endBarrier(id msgID, timedOut bool) (current bool, next msg
 	}
 	s.barrierTimer.Stop()
 	s.barrier, s.barrierTimer = msgID{}, nil
+	if !timedOut {
+		s.pongs++
+	} else if s.pongs == 0 {
+		s.silent = true
+	}
 	switch {
 	case !s.fetch.isNull() || s.fetchQueued:
 		// The client announced another change: its settle starts a new barrier.
@@ -253,6 +268,13 @@ func (s *rootsState) endBarrier(id msgID, timedOut bool) (current bool, next msg
 	case s.askedDuringBarrier && !timedOut && time.Now().Before(s.barrierUntil):
 		return true, s.startBarrierLocked(), false
 	}
+	s.releaseLocked()
+	return true, msgID{}, true
+}
+
+// releaseLocked lets the held messages of the epochs so far go, and starts the settle when the
+// server fetched roots in this cycle.
+func (s *rootsState) releaseLocked() {
 	s.release = s.epoch
 	if s.served && s.settleFor > 0 {
 		if s.settleTimer != nil {
@@ -262,7 +284,6 @@ func (s *rootsState) endBarrier(id msgID, timedOut bool) (current bool, next msg
 		s.settleTimer = time.AfterFunc(s.settleFor, s.onSettled)
 	}
 	s.served = false
-	return true, msgID{}, true
 }
 
 // wait makes the server's roots/list id wait for the first roots. It reports answerNow when they
@@ -520,7 +541,7 @@ func (b *Bridge) handleFetchReply(e *envelope) {
 // a queued fetch, tells the server when a later swap changed its roots, and then starts the
 // barrier that releases the held messages (in that order: the server reads them in order).
 func (b *Bridge) settle(changed bool) {
-	first, waiters, next, barrier := b.roots.settle()
+	first, waiters, next, barrier, release := b.roots.settle()
 	b.sendFetch(next)
 	for _, id := range waiters {
 		b.answerRoots(id)
@@ -529,6 +550,9 @@ func (b *Bridge) settle(changed bool) {
 		b.sendServer(notificationLine(methodRootsChanged, nil))
 	}
 	b.sendBarrier(barrier)
+	if release {
+		b.releaseHeld()
+	}
 }
 
 // sendBarrier sends the server rootfs's ping id (null: none), which the hold waits for.
@@ -564,7 +588,7 @@ func (b *Bridge) barrierTimedOut(id msgID) {
 	}
 	if current, _, release := b.roots.endBarrier(id, true); current {
 		b.log.Warn("server did not answer rootfs's ping in time; releasing the client's messages held for the roots",
-			zap.Duration("timeout", b.opts.RootsTimeout))
+			zap.Duration("timeout", min(b.opts.RootsTimeout, pingTimeout)))
 		if release {
 			b.releaseHeld()
 		}
