@@ -289,6 +289,7 @@ func TestSettle(t *testing.T) {
 		expect(t, h.serverRecv(), ping("10"))
 	})
 	t.Run("a ping during the settle goes at once", func(t *testing.T) {
+		setLimit(t, &maxHeld, 2)
 		dirs := mkdirs(t, "proj")
 		h := holdHarness(t, func(o *Options) { o.RootsSettle = time.Hour })
 		id := h.handshake(`{"roots":{"listChanged":true}}`)
@@ -296,7 +297,10 @@ func TestSettle(t *testing.T) {
 		h.clientSend(rootsReply(id, dirs[0]))
 		h.serverRecv()
 		h.pong(h.pingID(h.serverRecv()))
-		h.sync("s") // a ping: not held behind nothing
+		// Pings are not held behind nothing, nor counted toward maxHeld.
+		for i := range 5 {
+			h.sync(fmt.Sprint("s", i))
+		}
 		h.clientSend(callLine)
 		h.serverQuiet(100*time.Millisecond, "during the settle")
 	})

@@ -382,6 +382,10 @@ func (s *rootsState) keep(msg []byte, responses, waits bool) bool {
 		return false
 	}
 	if !waits && len(s.held) == 0 && !s.releasing && s.release == s.epoch && s.barrier.isNull() && s.fetch.isNull() && !s.fetchQueued {
+		// Not held after all: what hold counted for it is not either.
+		s.heldCount -= s.routed.n
+		s.heldBytes -= s.routed.bytes
+		s.routed = counted{}
 		return false
 	}
 	// msg points into the line buffer: copy it.
