@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // The hold: the client's messages for the server wait until the server has been given the roots
@@ -80,6 +82,30 @@ func TestFirstCallAfterServerRoots(t *testing.T) {
 			expect(t, h.serverRecv(), callLine)
 		})
 	}
+}
+
+// TestFirstCallAfterStaticRoots: a client without roots gets the static roots (here with a
+// pinned one, as run installs from the server's arguments); its first call still waits until the
+// server's roots/list, which asked before initialized was handled, has been answered with them.
+func TestFirstCallAfterStaticRoots(t *testing.T) {
+	dirs := mkdirs(t, "static", "pinned")
+	h := holdHarness(t, func(o *Options) {
+		o.Static, o.Pinned = []vfs.Root{{URI: dirs[0]}}, []vfs.Root{{URI: dirs[1]}}
+	})
+	h.clientSend(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	h.serverRecv()
+	h.serverSend(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"raw","version":"1"}}}`)
+	h.clientRecv()
+	h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`) // early: it waits
+	h.syncServer("s")
+	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	h.clientSend(callLine)
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","id":1,"result":{"roots":[{"uri":"file:///static"},{"uri":"file:///pinned"}]}}`)
+	p := h.pingID(h.serverRecv())
+	h.serverQuiet(50*time.Millisecond, "before the server answered the ping")
+	h.pong(p)
+	expect(t, h.serverRecv(), callLine)
 }
 
 // TestServerAskingWhenToldIsWaitedFor: a server that asks roots/list only once it reads
