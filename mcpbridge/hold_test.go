@@ -66,7 +66,9 @@ func TestFirstCallAfterServerRoots(t *testing.T) {
 			dirs := mkdirs(t, "proj")
 			h := holdHarness(t, nil)
 			id := h.handshake(`{"roots":{"listChanged":true}}`)
-			h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`) // on initialized
+			// The server asks on initialized; its roots/list waits for the client's roots.
+			h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+			h.syncServer("s")
 			h.clientSend(callLine)
 			h.clientSend(rootsReply(id, dirs[0]))
 			answer := rootsAnswer("1", dirs[0])
@@ -200,7 +202,8 @@ func TestHoldEpochs(t *testing.T) {
 	h.pong(p)
 	h.serverRecv() // the answer
 	h.pong(h.pingID(h.serverRecv()))
-	// The settle of the first change: the call waits for it.
+	h.syncServer("s") // the pong is handled: the first change is released, its settle runs
+	// The call waits for the settle.
 	h.clientSend(callLine)
 	// The client changes its roots again: ping 2 belongs to the second change.
 	h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
@@ -295,6 +298,7 @@ func TestSettle(t *testing.T) {
 		h := holdHarness(t, func(o *Options) { o.RootsSettle = settle })
 		id := h.handshake(`{"roots":{"listChanged":true}}`)
 		h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+		h.syncServer("s") // it waits
 		h.clientSend(list)
 		h.clientSend(callLine)
 		h.clientSend(ping("8"))
@@ -320,6 +324,7 @@ func TestSettle(t *testing.T) {
 		h := holdHarness(t, func(o *Options) { o.RootsSettle = time.Hour })
 		id := h.handshake(`{"roots":{"listChanged":true}}`)
 		h.serverSend(`{"jsonrpc":"2.0","id":1,"method":"roots/list"}`)
+		h.syncServer("s") // it waits
 		h.clientSend(rootsReply(id, dirs[0]))
 		h.serverRecv()
 		h.pong(h.pingID(h.serverRecv()))
