@@ -19,6 +19,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // node is any inode below an entry, including the entry itself.
@@ -296,33 +298,6 @@ func openat(dirfd int, name string, flags int, mode uint32) (int, error) {
 	return fd, err
 }
 
-// deniedFS lists kernel file systems the view refuses to descend into when
-// a root crosses into one: their magic links and control files are not data.
-var deniedFS = map[int64]bool{
-	unix.PROC_SUPER_MAGIC:    true,
-	unix.SYSFS_MAGIC:         true,
-	unix.SECURITYFS_MAGIC:    true,
-	unix.DEBUGFS_MAGIC:       true,
-	unix.TRACEFS_MAGIC:       true,
-	unix.BPF_FS_MAGIC:        true,
-	unix.CGROUP_SUPER_MAGIC:  true,
-	unix.CGROUP2_SUPER_MAGIC: true,
-	unix.EFIVARFS_MAGIC:      true,
-	unix.PSTOREFS_MAGIC:      true,
-	unix.SELINUX_MAGIC:       true,
-	unix.SMACK_MAGIC:         true,
-	unix.NSFS_MAGIC:          true,
-	unix.DEVPTS_SUPER_MAGIC:  true,
-	unix.BINFMTFS_MAGIC:      true,
-	unix.HUGETLBFS_MAGIC:     true,
-	unix.ANON_INODE_FS_MAGIC: true,
-	unix.SOCKFS_MAGIC:        true,
-	unix.PIPEFS_MAGIC:        true,
-	unix.BDEVFS_MAGIC:        true,
-	unix.DAXFS_MAGIC:         true,
-	unix.AAFS_MAGIC:          true,
-}
-
 // adopt turns a freshly opened O_PATH descriptor of name (a child of n) into
 // the child's Inode, reusing the existing Inode when go-fuse already has this
 // host inode under that name. It takes ownership of fd.
@@ -330,8 +305,7 @@ var deniedFS = map[int64]bool{
 // fd may be -1 for anything but a directory (see node).
 func (n *node) adopt(ctx context.Context, name string, fd int, st *syscall.Stat_t, out *fuse.EntryOut) (*fs.Inode, error) {
 	if st.Dev != n.dev && st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		var sfs unix.Statfs_t
-		if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
+		if linux.OnKernelFS(fd) {
 			if fd >= 0 {
 				unix.Close(fd)
 			}

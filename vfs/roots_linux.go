@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 func closeFD(fd int) error { return unix.Close(fd) }
@@ -75,8 +77,7 @@ func resolve(p string, taint func(dev, ino uint64) bool) (*Entry, error) {
 	}
 	// Kernel interfaces (/proc, /sys, ...) are not data: their magic links
 	// would lead anywhere.
-	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
+	if linux.OnKernelFS(fd) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("%w: %s is on a kernel file system (proc, sys, ...), not a folder of files", ErrBadRoot, p)
 	}
@@ -186,8 +187,7 @@ func walk(p string, taint func(dev, ino uint64) bool) (int, error) {
 func linkTarget(fd int, p string, cur int, name string, taint func(dev, ino uint64) bool) (string, error) {
 	// Symlinks on kernel file systems lead to magic links (/proc/self/root,
 	// /dev/fd -> /proc/self/fd): they name whatever the daemon holds.
-	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(cur, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
+	if linux.OnKernelFS(cur) {
 		return "", fmt.Errorf("%w: %s goes through a /proc magic link or a kernel file system's symlink", ErrBadRoot, p)
 	}
 	if taint != nil {
@@ -212,13 +212,13 @@ func linkTarget(fd int, p string, cur int, name string, taint func(dev, ino uint
 }
 
 // within reports whether the directory dir, or any directory above it, is
-// matched by match (see up).
+// matched by match (linux.WalkUp).
 func within(dir int, match func(dev, ino uint64) bool) (bool, error) {
-	return up(dir, match)
+	return linux.WalkUp(dir, match)
 }
 
 // ancestry returns the identities of the directory dir and of every
-// directory above it, nearest first (see up).
+// directory above it, nearest first (linux.WalkUp).
 func ancestry(dir string) ([]fileID, error) {
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -226,7 +226,7 @@ func ancestry(dir string) ([]fileID, error) {
 	}
 	defer unix.Close(fd)
 	var chain []fileID
-	_, err = up(fd, func(dev, ino uint64) bool {
+	_, err = linux.WalkUp(fd, func(dev, ino uint64) bool {
 		chain = append(chain, fileID{dev, ino})
 		return false
 	})
@@ -234,44 +234,6 @@ func ancestry(dir string) ([]fileID, error) {
 		return nil, err
 	}
 	return chain, nil
-}
-
-// up is the one walk by inode up a directory tree: it calls visit with the
-// device and inode numbers of dir, then of each directory above it up to
-// "/", until visit returns true, and reports whether it did. It walks ".."
-// through descriptors, so no path string decides and a symlink or rename
-// cannot fool it.
-func up(dir int, visit func(dev, ino uint64) bool) (bool, error) {
-	cur, err := unix.Dup(dir)
-	if err != nil {
-		return false, err
-	}
-	defer func() { unix.Close(cur) }()
-	var st unix.Stat_t
-	if err := unix.Fstat(cur, &st); err != nil {
-		return false, err
-	}
-	for depth := 0; depth < 4096; depth++ {
-		if visit(st.Dev, st.Ino) {
-			return true, nil
-		}
-		parent, err := unix.Openat(cur, "..", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return false, err
-		}
-		var pst unix.Stat_t
-		if err := unix.Fstat(parent, &pst); err != nil {
-			unix.Close(parent)
-			return false, err
-		}
-		if pst.Dev == st.Dev && pst.Ino == st.Ino { // reached "/"
-			unix.Close(parent)
-			return false, nil
-		}
-		unix.Close(cur)
-		cur, st = parent, pst
-	}
-	return false, fmt.Errorf("directory tree deeper than 4096 levels")
 }
 
 type allowDir struct {

@@ -17,6 +17,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -77,16 +79,15 @@ func (n *node) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 // checkForeignFile refuses name (beneath n, described by st) when it lives
-// on a kernel file system (deniedFS).
+// on a kernel file system (linux.OnKernelFS).
 func (n *node) checkForeignFile(name string, st *syscall.Stat_t) error {
 	fd, err := n.v.pathAt(n.fd, name, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	var sfs unix.Statfs_t
 	var again syscall.Stat_t
-	if err := unix.Fstatfs(fd, &sfs); err != nil || deniedFS[int64(sfs.Type)] {
+	if linux.OnKernelFS(fd) {
 		return syscall.EACCES
 	}
 	if err := syscall.Fstat(fd, &again); err != nil || again.Dev != st.Dev || again.Ino != st.Ino {
