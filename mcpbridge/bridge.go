@@ -151,7 +151,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 )
@@ -160,12 +160,12 @@ import (
 // roots under the view's own rules. vfs.View implements it.
 type View interface {
 	// Table returns the current table (immutable, never nil).
-	Table() *vfs.Table
+	Table() *rootset.Table
 	// Install builds a table from roots under the view's rules and swaps it in (see
 	// vfs.View.Install). On error the view keeps what it served, except when only the kernel's
 	// invalidation failed. The table is returned either way, for its Skipped roots. It is called
 	// from the bridge's reader goroutine, never from a FUSE handler.
-	Install([]vfs.Root) (*vfs.Table, error)
+	Install([]rootset.Root) (*rootset.Table, error)
 }
 
 // Options configures a Bridge. ClientIn, ClientOut, ServerIn, ServerOut and View are required.
@@ -179,11 +179,11 @@ type Options struct {
 	View View
 	// Static are the roots used when the client has no roots capability or answers roots/list
 	// with -32601 (from --root / --roots-file). Empty: the view stays empty and rootfs warns.
-	Static []vfs.Root
+	Static []rootset.Root
 	// Pinned are roots installed with every set, the client's or Static: the directories the
 	// server's own arguments name, which the server checks when it starts and keeps (see
 	// run's argument roots). They count as roots for NoRoots.
-	Pinned []vfs.Root
+	Pinned []rootset.Root
 	// NoRoots, when not nil, is how Run ends if the client turns out to declare no roots (no
 	// roots capability, or -32601 to roots/list) and Static is empty: the caller had nothing to
 	// fall back to and refuses rather than serve an empty view. Run returns it unwrapped, after

@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/rootfs-dev/rootfs/vfs"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // goPair is a real go-sdk client and server talking through the bridge.
@@ -123,7 +124,7 @@ func TestGoSDKRootsTranslatedAfterProbe(t *testing.T) {
 func TestGoSDKStaticFallbackWithoutRootsCapability(t *testing.T) {
 	dirs := mkdirs(t, "static")
 	p := startGoPair(t, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}, nil,
-		func(o *Options) { o.Static = []vfs.Root{{URI: dirs[0], Name: "S"}} })
+		func(o *Options) { o.Static = []rootset.Root{{URI: dirs[0], Name: "S"}} })
 	if got := p.listRoots(t); fmt.Sprint(got) != "[file:///static|S|map[]]" {
 		t.Errorf("server saw %v", got)
 	}

@@ -12,17 +12,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rootfs-dev/rootfs/rootset"
+	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // testView is a View holding its table in an atomic pointer, as vfs.View does, minus FUSE.
-// Install builds with build (vfs.BuildTable with no rules) unless noIO is set.
+// Install builds with build (rootset.BuildTable with no rules) unless noIO is set.
 type testView struct {
-	cur   atomic.Pointer[vfs.Table]
+	cur   atomic.Pointer[rootset.Table]
 	swaps atomic.Int32
 	noIO  bool // Install builds an empty table: no I/O on fuzzed URIs
 }
@@ -34,19 +36,19 @@ func newEmptyTestView() *testView {
 	return v
 }
 
-func newTestView(initial *vfs.Table) *testView {
+func newTestView(initial *rootset.Table) *testView {
 	v := &testView{}
 	if initial == nil {
-		initial = vfs.EmptyTable()
+		initial = rootset.EmptyTable()
 	}
 	v.cur.Store(initial)
 	return v
 }
 
-func (v *testView) Table() *vfs.Table { return v.cur.Load() }
+func (v *testView) Table() *rootset.Table { return v.cur.Load() }
 
-func (v *testView) Install(r []vfs.Root) (*vfs.Table, error) {
-	t := vfs.EmptyTable()
+func (v *testView) Install(r []rootset.Root) (*rootset.Table, error) {
+	t := rootset.EmptyTable()
 	if !v.noIO {
 		t = build(r)
 	}
@@ -55,7 +57,7 @@ func (v *testView) Install(r []vfs.Root) (*vfs.Table, error) {
 	return t, old.Close()
 }
 
-func build(r []vfs.Root) *vfs.Table { return vfs.BuildTable(r, vfs.TableOptions{}) }
+func build(r []rootset.Root) *rootset.Table { return rootset.BuildTable(r, rootset.TableOptions{}) }
 
 // mkdirs makes directories under a temp dir and returns their paths.
 func mkdirs(t *testing.T, names ...string) []string {
@@ -331,7 +333,7 @@ func (h *harness) wait() error {
 	return nil
 }
 
-func entryNames(t *vfs.Table) []string {
+func entryNames(t *rootset.Table) []string {
 	var n []string
 	for _, e := range t.Entries() {
 		n = append(n, e.Name)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // The hold: the client's messages for the server wait until the server has been given the roots
@@ -92,7 +92,7 @@ func TestFirstCallAfterServerRoots(t *testing.T) {
 func TestFirstCallAfterStaticRoots(t *testing.T) {
 	dirs := mkdirs(t, "static", "pinned")
 	h := holdHarness(t, func(o *Options) {
-		o.Static, o.Pinned = []vfs.Root{{URI: dirs[0]}}, []vfs.Root{{URI: dirs[1]}}
+		o.Static, o.Pinned = []rootset.Root{{URI: dirs[0]}}, []rootset.Root{{URI: dirs[1]}}
 	})
 	h.clientSend(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	h.serverRecv()

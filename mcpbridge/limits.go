@@ -3,8 +3,9 @@ package mcpbridge
 import (
 	"sync/atomic"
 
-	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // Limits on what a peer can make rootfs hold (see "Limits" in the package doc). They are
@@ -27,7 +28,7 @@ var (
 	// maxRoots bounds the roots of one roots/list result from the client: each becomes an
 	// entry of the view, with a descriptor held open. A result with more is refused whole,
 	// and the view keeps what it had. It is the bound of a roots file too.
-	maxRoots = vfs.MaxRoots
+	maxRoots = rootset.MaxRoots
 	// maxBatch bounds the elements of one batch (2025-03-26), either way.
 	maxBatch = 1024
 	// ownBytesLimit bounds, per peer, the bytes of messages rootfs made itself that wait for

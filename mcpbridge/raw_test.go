@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 func TestInitializeEditedInPlace(t *testing.T) {
@@ -175,7 +175,7 @@ func TestRootsTranslatedRaw(t *testing.T) {
 
 func TestMethodNotFoundFallsBackToStatic(t *testing.T) {
 	dirs := mkdirs(t, "static")
-	h := newHarness(t, func(o *Options) { o.Static = []vfs.Root{{URI: dirs[0]}} })
+	h := newHarness(t, func(o *Options) { o.Static = []rootset.Root{{URI: dirs[0]}} })
 	h.startRaw(true, true)
 	id := h.handshake(`{"roots":{}}`)
 	h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","error":{"code":-32601,"message":"Method not found"}}`)
@@ -233,7 +233,7 @@ func TestNoRootsRefuses(t *testing.T) {
 
 func TestRootsTimeoutFailsClosed(t *testing.T) {
 	dirs := mkdirs(t, "before", "late")
-	prev := build([]vfs.Root{{URI: dirs[0]}})
+	prev := build([]rootset.Root{{URI: dirs[0]}})
 	view := newTestView(prev)
 	h := newHarness(t, func(o *Options) { o.View = view; o.RootsTimeout = 200 * time.Millisecond })
 	h.startRaw(true, true)
@@ -630,7 +630,7 @@ func TestServerExitAnswersPending(t *testing.T) {
 func TestStaticRootsPathForm(t *testing.T) {
 	dirs := mkdirs(t, "s1", "s2")
 	h := newHarness(t, func(o *Options) {
-		o.Static = []vfs.Root{{URI: dirs[0]}, {URI: "file://" + dirs[1], Name: "two"}, {URI: filepath.Join(dirs[0], "missing")}}
+		o.Static = []rootset.Root{{URI: dirs[0]}, {URI: "file://" + dirs[1], Name: "two"}, {URI: filepath.Join(dirs[0], "missing")}}
 	})
 	h.startRaw(true, true)
 	h.handshake(`{"sampling":{}}`)
@@ -690,7 +690,7 @@ func TestMalformedRootsResultsKeepView(t *testing.T) {
 		{"internal error", ``},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			view := newTestView(build([]vfs.Root{{URI: dirs[0]}}))
+			view := newTestView(build([]rootset.Root{{URI: dirs[0]}}))
 			h := newHarness(t, func(o *Options) { o.View = view })
 			h.startRaw(true, true)
 			id := h.handshake(`{"roots":{}}`)
@@ -765,7 +765,7 @@ func TestEmptyClientRootsUseStatic(t *testing.T) {
 	// A client that declares roots and answers with none (Claude Desktop) gets the static
 	// roots, which are for exactly the case where the client has none.
 	dirs := mkdirs(t, "static")
-	h := newHarness(t, func(o *Options) { o.Static = []vfs.Root{{URI: dirs[0]}} })
+	h := newHarness(t, func(o *Options) { o.Static = []rootset.Root{{URI: dirs[0]}} })
 	h.startRaw(true, true)
 	id := h.handshake(`{"roots":{"listChanged":true}}`)
 	h.clientSend(`{"jsonrpc":"2.0","id":"` + id + `","result":{"roots":[]}}`)

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 	"go.uber.org/zap"
 )
 
@@ -524,7 +524,7 @@ func (b *Bridge) handleFetchReply(e *envelope) {
 			b.log.Warn("client roots/list failed; keeping the previous view",
 				zap.Int64("code", we.Code), zap.String("message", we.Message))
 		}
-	} else if roots, err := b.parseRoots(e.result); errors.Is(err, vfs.ErrTooManyRoots) {
+	} else if roots, err := b.parseRoots(e.result); errors.Is(err, rootset.ErrTooManyRoots) {
 		// One line that says which bound refused the answer and what the server is left
 		// with: before the first answer that is the static roots, or none.
 		b.log.Warn("refused the client's roots/list answer whole: more roots than max_roots; the server keeps the roots it had",
@@ -619,8 +619,8 @@ func (b *Bridge) useStatic(reason string) bool {
 
 // install installs roots, with the pinned ones, into the view (View.Install builds the table
 // under the view's rules).
-func (b *Bridge) install(roots []vfs.Root, source string) bool {
-	t, err := b.opts.View.Install(vfs.UnionRoots(roots, b.opts.Pinned))
+func (b *Bridge) install(roots []rootset.Root, source string) bool {
+	t, err := b.opts.View.Install(rootset.UnionRoots(roots, b.opts.Pinned))
 	for _, s := range t.Skipped() {
 		b.log.Warn("root skipped", zap.String("source", source), s.Root.LogField(), zap.Error(s.Reason))
 	}
@@ -638,11 +638,11 @@ func (b *Bridge) install(roots []vfs.Root, source string) bool {
 	return true
 }
 
-// parseRoots decodes a ListRootsResult (vfs.DecodeRoots, at most maxRoots roots). Malformed
+// parseRoots decodes a ListRootsResult (rootset.DecodeRoots, at most maxRoots roots). Malformed
 // entries are dropped and logged; a malformed result as a whole is refused (nothing is ever
 // added from it).
-func (b *Bridge) parseRoots(result json.RawMessage) ([]vfs.Root, error) {
-	roots, dropped, err := vfs.DecodeRoots(result, maxRoots)
+func (b *Bridge) parseRoots(result json.RawMessage) ([]rootset.Root, error) {
+	roots, dropped, err := rootset.DecodeRoots(result, maxRoots)
 	for _, d := range dropped {
 		b.log.Warn("dropped a malformed root", zap.String("why", d.Error()))
 	}

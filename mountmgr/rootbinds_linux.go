@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -102,8 +103,8 @@ func NewRootBinds(dir string, v *vfs.View, o RootBindsOptions) (*RootBinds, erro
 
 // Install is vfs.View.Install followed by the binds of the entries that
 // have none (Update); the bridge installs roots through it.
-func (b *RootBinds) Install(roots []vfs.Root) (*vfs.Table, error) {
-	var t *vfs.Table
+func (b *RootBinds) Install(roots []rootset.Root) (*rootset.Table, error) {
+	var t *rootset.Table
 	err := b.Update(func() error {
 		var err error
 		t, err = b.v.Install(roots)
@@ -113,7 +114,7 @@ func (b *RootBinds) Install(roots []vfs.Root) (*vfs.Table, error) {
 }
 
 // Table is the view's current table.
-func (b *RootBinds) Table() *vfs.Table { return b.v.Table() }
+func (b *RootBinds) Table() *rootset.Table { return b.v.Table() }
 
 // Update runs change (which installs a table in the view) and then lays the binds
 // of the entries that have none, under the one lock that serialises both:
@@ -176,7 +177,7 @@ func (b *RootBinds) sync() {
 
 // bound reports whether the view's entry shows e's pinned host inode,
 // i.e. its bind is in place (the FUSE-served entry has the view's device).
-func (b *RootBinds) bound(e *vfs.Entry) bool {
+func (b *RootBinds) bound(e *rootset.Entry) bool {
 	var st unix.Stat_t
 	if err := unix.Fstatat(b.dirFD, e.ViewPath, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return false
@@ -190,7 +191,7 @@ func (b *RootBinds) bound(e *vfs.Entry) bool {
 // a tree with locked mounts is refused anyway), made nosuid,nodev (and
 // read-only) while still detached, then attached on the entry, which is
 // resolved through the view by this goroutine, never by a FUSE handler.
-func (b *RootBinds) bind(e *vfs.Entry) error {
+func (b *RootBinds) bind(e *rootset.Entry) error {
 	attr := linux.MountAttr{Set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if b.readOnly {
 		attr.Set |= unix.MOUNT_ATTR_RDONLY

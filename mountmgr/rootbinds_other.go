@@ -2,7 +2,10 @@
 
 package mountmgr
 
-import "github.com/rootfs-dev/rootfs/vfs"
+import (
+	"github.com/rootfs-dev/rootfs/rootset"
+	"github.com/rootfs-dev/rootfs/vfs"
+)
 
 // KernelPathSupported reports that the kernel data path needs Linux.
 func KernelPathSupported() error { return errNotLinux }
@@ -14,10 +17,10 @@ type RootBinds struct{}
 func NewRootBinds(string, *vfs.View, RootBindsOptions) (*RootBinds, error) { return nil, errNotLinux }
 
 // Install fails off Linux.
-func (b *RootBinds) Install([]vfs.Root) (*vfs.Table, error) { return nil, errNotLinux }
+func (b *RootBinds) Install([]rootset.Root) (*rootset.Table, error) { return nil, errNotLinux }
 
 // Table is nil off Linux.
-func (b *RootBinds) Table() *vfs.Table { return nil }
+func (b *RootBinds) Table() *rootset.Table { return nil }
 
 // Close does nothing off Linux.
 func (b *RootBinds) Close() {}

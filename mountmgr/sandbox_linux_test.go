@@ -26,6 +26,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -93,7 +94,7 @@ func p1Main() int {
 		// The product path: the view, with Data as its root entry "data".
 		view := vfs.NewView(vfs.Options{Placeholders: Placeholders(&spec), BoundEntries: cfg.Kernel})
 		defer view.Close()
-		if _, err := view.Install([]vfs.Root{{URI: cfg.Data}}); err != nil {
+		if _, err := view.Install([]rootset.Root{{URI: cfg.Data}}); err != nil {
 			fmt.Fprintln(os.Stderr, "p1:", err)
 			return 125
 		}

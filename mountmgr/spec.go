@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // Sentinel errors; callers branch on them with errors.Is.
@@ -128,7 +128,7 @@ type Spec struct {
 	// root), not a host path: it is not bound, the view has it.
 	CommandInView bool `json:"commandInView"`
 	// HostLayout says the view shows roots at their host paths
-	// (vfs.LayoutHost): the view then provides every bind's mount point
+	// (rootset.LayoutHost): the view then provides every bind's mount point
 	// below its synthetic directories (Placeholders), and the sandbox
 	// makes no tmpfs scaffold that would hide them.
 	HostLayout bool `json:"hostLayout,omitempty"`
@@ -169,8 +169,8 @@ var sandboxDirs = []string{"etc", "dev", "proc", "tmp"}
 // (symlinks stay symlinks), etc, dev, proc, tmp, and the top-level of every
 // bind destination and of COMMAND's directory when outside the runtime.
 // It reads the host (lstat), so call it in P0 or P1 before building the view.
-func Placeholders(spec *Spec) []vfs.Placeholder {
-	seen := map[string]vfs.Placeholder{}
+func Placeholders(spec *Spec) []rootset.Placeholder {
+	seen := map[string]rootset.Placeholder{}
 	for _, d := range spec.runtimeDirs() {
 		name := topLevel(d)
 		fi, err := os.Lstat(d)
@@ -180,16 +180,16 @@ func Placeholders(spec *Spec) []vfs.Placeholder {
 		if fi.Mode()&fs.ModeSymlink != 0 && filepath.Dir(filepath.Clean(d)) == "/" {
 			target, err := os.Readlink(d)
 			if err == nil {
-				seen[name] = vfs.Placeholder{Name: name, Symlink: target}
+				seen[name] = rootset.Placeholder{Name: name, Symlink: target}
 				continue
 			}
 		}
 		if fi.IsDir() {
-			seen[name] = vfs.Placeholder{Name: name}
+			seen[name] = rootset.Placeholder{Name: name}
 		}
 	}
 	for _, n := range sandboxDirs {
-		seen[n] = vfs.Placeholder{Name: n}
+		seen[n] = rootset.Placeholder{Name: n}
 	}
 	if spec.HostLayout {
 		for _, p := range spec.bindPoints(seen) {
@@ -199,10 +199,10 @@ func Placeholders(spec *Spec) []vfs.Placeholder {
 	for _, b := range spec.allBinds() {
 		n := topLevel(b.Dest)
 		if _, ok := seen[n]; !ok && n != "" && !spec.HostLayout {
-			seen[n] = vfs.Placeholder{Name: n}
+			seen[n] = rootset.Placeholder{Name: n}
 		}
 	}
-	out := make([]vfs.Placeholder, 0, len(seen))
+	out := make([]rootset.Placeholder, 0, len(seen))
 	for _, p := range seen {
 		out = append(out, p)
 	}
@@ -214,9 +214,9 @@ func Placeholders(spec *Spec) []vfs.Placeholder {
 // destination is not in a directory the sandbox mounts itself (direct):
 // each at its own path, a file for a single-file bind, and none for a bind
 // below another one (the outer bind holds it).
-func (s *Spec) bindPoints(direct map[string]vfs.Placeholder) []vfs.Placeholder {
+func (s *Spec) bindPoints(direct map[string]rootset.Placeholder) []rootset.Placeholder {
 	binds := s.allBinds()
-	var out []vfs.Placeholder
+	var out []rootset.Placeholder
 	for _, b := range binds {
 		dest := filepath.Clean(b.Dest)
 		if _, ok := direct[topLevel(dest)]; ok && topLevel(dest) != "tmp" {
@@ -234,7 +234,7 @@ func (s *Spec) bindPoints(direct map[string]vfs.Placeholder) []vfs.Placeholder {
 		if inner {
 			continue
 		}
-		p := vfs.Placeholder{Name: strings.TrimPrefix(dest, "/"), Symlink: b.Symlink}
+		p := rootset.Placeholder{Name: strings.TrimPrefix(dest, "/"), Symlink: b.Symlink}
 		if fi, err := os.Stat(b.Source); err == nil && !fi.IsDir() && !b.Overlay && b.Symlink == "" {
 			p.File = true
 		}
@@ -243,7 +243,7 @@ func (s *Spec) bindPoints(direct map[string]vfs.Placeholder) []vfs.Placeholder {
 	return out
 }
 
-// ReservedNames is Placeholders reduced to names, for vfs.TableOptions.Reserved.
+// ReservedNames is Placeholders reduced to names, for rootset.TableOptions.Reserved.
 func ReservedNames(spec *Spec) []string {
 	var out []string
 	for _, p := range Placeholders(spec) {
@@ -254,7 +254,7 @@ func ReservedNames(spec *Spec) []string {
 
 // PreparePlaceholders creates the placeholders in a plain directory (tests,
 // or a tmpfs standing in for the view).
-func PreparePlaceholders(dir string, ps []vfs.Placeholder) error {
+func PreparePlaceholders(dir string, ps []rootset.Placeholder) error {
 	for _, p := range ps {
 		path := filepath.Join(dir, p.Name)
 		var err error

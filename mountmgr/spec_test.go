@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 func TestParseBind(t *testing.T) {
@@ -112,7 +112,7 @@ func TestPlaceholders(t *testing.T) {
 	}
 	got := Placeholders(spec)
 	top := topLevel(dir) // the temp dir's top level (e.g. "tmp") holds the command dir
-	want := map[string]vfs.Placeholder{"etc": {Name: "etc"}, "dev": {Name: "dev"}, "proc": {Name: "proc"},
+	want := map[string]rootset.Placeholder{"etc": {Name: "etc"}, "dev": {Name: "dev"}, "proc": {Name: "proc"},
 		"tmp": {Name: "tmp"}, "cache": {Name: "cache"}, top: {Name: top}}
 	// Runtime dirs given as absolute paths below dir have top-level "tmp"
 	// too; a symlink only mirrors when it sits directly under /.

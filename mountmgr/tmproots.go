@@ -4,12 +4,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // TmpRoots returns the first components below /tmp of the entries at
 // their own path in a host-layout view, sorted.
-func TmpRoots(entries []*vfs.Entry) []string {
+func TmpRoots(entries []*rootset.Entry) []string {
 	var paths []string
 	for _, e := range entries {
 		if e.Displaced == nil {
@@ -22,7 +22,7 @@ func TmpRoots(entries []*vfs.Entry) []string {
 // TmpPlaceholders returns the first components below /tmp of the view's
 // placeholders (host layout: the mount points of binds below /tmp), which
 // the sandbox's /tmp shows from the view from the start and for good.
-func TmpPlaceholders(ps []vfs.Placeholder) []string {
+func TmpPlaceholders(ps []rootset.Placeholder) []string {
 	var paths []string
 	for _, p := range ps {
 		paths = append(paths, p.Name)

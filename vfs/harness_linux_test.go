@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 type serveConfig struct {
@@ -48,7 +49,7 @@ type serveConfig struct {
 	// descriptor relief (negative control of TestViewFDRelief).
 	NoFile       uint64
 	NoFDRelief   bool
-	Placeholders []Placeholder
+	Placeholders []rootset.Placeholder
 	// TopPlainOffsets: top-level listings continue by position in the
 	// current table (negative control of TestViewTopListingOneTable).
 	TopPlainOffsets bool
@@ -79,7 +80,7 @@ type serveConfig struct {
 	Loopback []string
 	// Layout and Beneath are Options.Layout and Options.Beneath; Written
 	// gives the view a session WriteSet (Options.Written).
-	Layout  Layout
+	Layout  rootset.Layout
 	Beneath []string
 	Written bool
 	// BoundEntries is Options.BoundEntries (the entries will be covered by
@@ -111,10 +112,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func rootsOf(paths []string) []Root {
-	var rs []Root
+func rootsOf(paths []string) []rootset.Root {
+	var rs []rootset.Root
 	for _, p := range paths {
-		rs = append(rs, Root{URI: p})
+		rs = append(rs, rootset.Root{URI: p})
 	}
 	return rs
 }
@@ -141,9 +142,9 @@ func serveMain(cfgJSON string) int {
 		opts = &fs.Options{EntryTimeout: &sec, AttrTimeout: &sec, NegativeTimeout: &sec}
 	} else {
 		log, _ := zap.NewDevelopment()
-		var written *WriteSet
+		var written *rootset.WriteSet
 		if cfg.Written {
-			written = NewWriteSet(0)
+			written = rootset.NewWriteSet(0)
 			defer written.Close()
 		}
 		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log,
@@ -203,7 +204,7 @@ func serveMain(cfgJSON string) int {
 				}
 				for _, sk := range v.Table().Skipped() {
 					r := sk.Reason.Error()
-					if errors.Is(sk.Reason, ErrWritableSymlink) {
+					if errors.Is(sk.Reason, rootset.ErrWritableSymlink) {
 						r = "planted: " + r
 					}
 					info.Skipped = append(info.Skipped, r)

@@ -23,6 +23,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // hostT is a temporary directory readable by everyone, symlinks resolved
@@ -170,8 +173,8 @@ func TestHostLayoutListing(t *testing.T) {
 	gitconfig := rel(filepath.Join(T, "a", "src", ".gitconfig")) // deep file, beside app
 	s := serve(t, serveConfig{
 		Roots:  []string{app, docs},
-		Layout: LayoutHost,
-		Placeholders: []Placeholder{
+		Layout: rootset.LayoutHost,
+		Placeholders: []rootset.Placeholder{
 			{Name: "usr"}, {Name: "bin", Symlink: "usr/bin"}, {Name: "etc/resolv.conf", File: true},
 			{Name: "opt/tool/v1"}, {Name: nvm}, {Name: gitconfig, File: true},
 		},
@@ -291,7 +294,7 @@ func hostSwap(t *testing.T, noInvalidate bool) []string {
 	write(t, filepath.Join(deep, "f"), "deep")
 	src := filepath.Join(T, "a", "src")
 
-	s := serve(t, serveConfig{Roots: []string{app, docs}, Layout: LayoutHost, CacheTimeout: time.Hour, NoInvalidate: noInvalidate})
+	s := serve(t, serveConfig{Roots: []string{app, docs}, Layout: rootset.LayoutHost, CacheTimeout: time.Hour, NoInvalidate: noInvalidate})
 	var p problems
 	v := func(h string) string { return at(s.Mnt, h) }
 	warm := func(paths ...string) { // the kernel now caches each (or its absence)
@@ -412,7 +415,7 @@ func hostNested(t *testing.T, noInvalidate bool) []string {
 	write(t, filepath.Join(ws, "top"), "top")
 	app := mkdir(t, filepath.Join(ws, "app"))
 	write(t, filepath.Join(app, "f"), "app")
-	s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour, NoInvalidate: noInvalidate})
+	s := serve(t, serveConfig{Layout: rootset.LayoutHost, CacheTimeout: time.Hour, NoInvalidate: noInvalidate})
 	var p problems
 	v := func(h string) string { return at(s.Mnt, h) }
 	check := func(state string, roots ...string) {
@@ -478,8 +481,8 @@ func TestHostLayoutPlaceholderMounts(t *testing.T) {
 	conf := rel(filepath.Join(T, "a", ".conf"))
 
 	t.Run("deep", func(t *testing.T) {
-		s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour,
-			Placeholders: []Placeholder{{Name: nvm}, {Name: conf, File: true}}})
+		s := serve(t, serveConfig{Layout: rootset.LayoutHost, CacheTimeout: time.Hour,
+			Placeholders: []rootset.Placeholder{{Name: nvm}, {Name: conf, File: true}}})
 		mountOn(t, "", at(s.Mnt, "/"+nvm))
 		mountOn(t, hostFile, at(s.Mnt, "/"+conf))
 		write(t, at(s.Mnt, "/"+nvm+"/node"), "node")
@@ -505,8 +508,8 @@ func TestHostLayoutPlaceholderMounts(t *testing.T) {
 		}
 	})
 	t.Run("beneath", func(t *testing.T) {
-		s := serve(t, serveConfig{Layout: LayoutHost, CacheTimeout: time.Hour,
-			Placeholders: []Placeholder{{Name: "tmp"}, {Name: "usr"}}, Beneath: []string{"tmp"}})
+		s := serve(t, serveConfig{Layout: rootset.LayoutHost, CacheTimeout: time.Hour,
+			Placeholders: []rootset.Placeholder{{Name: "tmp"}, {Name: "usr"}}, Beneath: []string{"tmp"}})
 		var p problems
 		first := next("/tmp", T)
 		for i, roots := range [][]string{{app}, {}, {app}, {}} {
@@ -592,7 +595,7 @@ func hostLoad(t *testing.T, cfg serveConfig, flips int, stopEarly bool) ([]strin
 	wantA, wantB := listing(setA), listing(setB)
 	write(t, filepath.Join(C, "host-only"), "not a root")
 
-	cfg.Roots, cfg.Layout, cfg.CacheTimeout = setA, LayoutHost, time.Hour
+	cfg.Roots, cfg.Layout, cfg.CacheTimeout = setA, rootset.LayoutHost, time.Hour
 	s := serve(t, cfg)
 	mc := at(s.Mnt, C)
 	var p problems
@@ -721,7 +724,7 @@ func TestHostLayoutListingInterleaved(t *testing.T) {
 			others = append(others, mkdir(t, filepath.Join(T, g, fmt.Sprintf("d%02d", i), "r")))
 		}
 	}
-	s := serve(t, serveConfig{Roots: append(slices.Clone(old), others...), Layout: LayoutHost})
+	s := serve(t, serveConfig{Roots: append(slices.Clone(old), others...), Layout: rootset.LayoutHost})
 	read := func(fd int) ([]string, error) {
 		buf := make([]byte, 160)
 		n, err := unix.Getdents(fd, buf)
@@ -802,10 +805,10 @@ func TestHostLayoutDisplaced(t *testing.T) {
 	scratch := write(t, filepath.Join(T, "scratch", "proj", "f"), "proj")
 	ph, inner, hold, ok, named, scratch = filepath.Dir(ph), filepath.Dir(inner), filepath.Dir(hold), filepath.Dir(ok), filepath.Dir(named), filepath.Dir(scratch)
 	first, _, _ := strings.Cut(rel(T), "/")
-	phs := []Placeholder{{Name: "usr"}, {Name: rel(ph)}, {Name: rel(filepath.Join(hold, ".nvm", "v20"))}, {Name: rel(filePh), File: true}}
+	phs := []rootset.Placeholder{{Name: "usr"}, {Name: rel(ph)}, {Name: rel(filepath.Join(hold, ".nvm", "v20"))}, {Name: rel(filePh), File: true}}
 
 	t.Run("reserved", func(t *testing.T) {
-		s := serve(t, serveConfig{Layout: LayoutHost, Placeholders: phs, Roots: []string{ph, inner, hold, filePh, ok}})
+		s := serve(t, serveConfig{Layout: rootset.LayoutHost, Placeholders: phs, Roots: []string{ph, inner, hold, filePh, ok}})
 		info := s.table()
 		var p problems
 		p.expectDisplaced(s, info, ph, "f", "ph")
@@ -841,7 +844,7 @@ func TestHostLayoutDisplaced(t *testing.T) {
 		for _, p := range phs {
 			names = append(names, p.Name)
 		}
-		tab := BuildTable(rootsOf([]string{"/", ok}), TableOptions{Layout: LayoutHost, Reserved: names})
+		tab := rootset.BuildTable(rootsOf([]string{"/", ok}), rootset.TableOptions{Layout: rootset.LayoutHost, Reserved: names})
 		defer tab.Close()
 		es := tab.Entries()
 		if len(es) != 2 || es[0].Displaced == nil || strings.Contains(es[0].Displaced.Error(), "\n") || es[0].ViewPath != "root" ||
@@ -853,7 +856,7 @@ func TestHostLayoutDisplaced(t *testing.T) {
 	t.Run("name-taken-by-placeholder-path", func(t *testing.T) {
 		// T/ph/tmp is displaced as "tmp", the first element of the
 		// placeholder's own path: it must get another name, not vanish.
-		s := serve(t, serveConfig{Layout: LayoutHost, Placeholders: phs, Roots: []string{named}})
+		s := serve(t, serveConfig{Layout: rootset.LayoutHost, Placeholders: phs, Roots: []string{named}})
 		var p problems
 		p.expectDisplaced(s, s.table(), named, "f", "named tmp")
 		p.expectListing("placeholder ph", at(s.Mnt, ph))
@@ -868,7 +871,7 @@ func TestHostLayoutDisplaced(t *testing.T) {
 		// Beneath as a path ("/tmp/") means the same as "tmp".
 		for _, b := range []string{"tmp", "/tmp/", ""} {
 			beneath := b != ""
-			cfg := serveConfig{Layout: LayoutHost, Placeholders: []Placeholder{{Name: "tmp"}, {Name: "usr"}}, Roots: []string{scratch}}
+			cfg := serveConfig{Layout: rootset.LayoutHost, Placeholders: []rootset.Placeholder{{Name: "tmp"}, {Name: "usr"}}, Roots: []string{scratch}}
 			if beneath {
 				cfg.Beneath = []string{b}
 			}
@@ -918,7 +921,7 @@ func TestHostLayoutViewURI(t *testing.T) {
 		}
 		uris = append(uris, c.uri)
 	}
-	for _, layout := range []Layout{LayoutHost, LayoutFlat} {
+	for _, layout := range []rootset.Layout{rootset.LayoutHost, rootset.LayoutFlat} {
 		t.Run(layout.String(), func(t *testing.T) {
 			s := serve(t, serveConfig{Layout: layout, Roots: uris})
 			info := s.table()
@@ -929,7 +932,7 @@ func TestHostLayoutViewURI(t *testing.T) {
 			for i, c := range cases {
 				e := info.Entries[i]
 				want, in := c.want, filepath.Join(T, c.dir)
-				if layout == LayoutFlat {
+				if layout == rootset.LayoutFlat {
 					want, in = "file:///"+strings.ReplaceAll(c.dir, " ", "%20"), "/"+e.Name
 					if c.dir == "été" {
 						want = "file:///%C3%A9t%C3%A9"
@@ -974,23 +977,23 @@ func readInView(mnt, path string) (string, error) {
 // T/ws/app, then T/ws/app alone. It returns whether the secret was
 // reachable through the view, and what the view's table said.
 func hostRepoint(t *testing.T, written bool) (escaped bool, refused []string) {
-	l := newNested(t)
-	write(t, filepath.Join(l.app, "f"), "app")
-	s := serve(t, serveConfig{Layout: LayoutHost, Written: written, Roots: []string{l.ws}})
+	l := testutil.NewNested(t)
+	write(t, filepath.Join(l.App, "f"), "app")
+	s := serve(t, serveConfig{Layout: rootset.LayoutHost, Written: written, Roots: []string{l.WS}})
 	// The server's moves, through the view (no symlink on the way).
-	if err := unix.Rename(at(s.Mnt, l.app), at(s.Mnt, l.app+".orig")); err != nil {
+	if err := unix.Rename(at(s.Mnt, l.App), at(s.Mnt, l.App+".orig")); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Symlink(l.secret, at(s.Mnt, l.app)); err != nil {
+	if err := unix.Symlink(l.Secret, at(s.Mnt, l.App)); err != nil {
 		t.Fatal(err)
 	}
 	look := func(when string) {
-		if data, err := readInView(s.Mnt, filepath.Join(l.app, "token")); err == nil && strings.Contains(data, "secret") {
+		if data, err := readInView(s.Mnt, filepath.Join(l.App, "token")); err == nil && strings.Contains(data, "secret") {
 			escaped = true
 		}
 		info := s.table()
 		for _, e := range info.Entries {
-			if e.HostPath == l.secret {
+			if e.HostPath == l.Secret {
 				t.Logf("%s: the table admitted %s at %s (covered %v)", when, e.HostPath, e.ViewPath, e.Covered)
 			}
 		}
@@ -1000,9 +1003,9 @@ func hostRepoint(t *testing.T, written bool) (escaped bool, refused []string) {
 			}
 		}
 	}
-	s.swap(l.ws, l.app)
+	s.swap(l.WS, l.App)
 	look("with ws")
-	s.swap(l.app)
+	s.swap(l.App)
 	look("app alone")
 	return escaped, refused
 }
@@ -1034,11 +1037,11 @@ func TestHostLayoutNestedRepoint(t *testing.T) {
 // the target is itself a root. Controls: the same links followed on the
 // host reach the secret, and do through the view once the secret is a root.
 func TestHostLayoutPlantedHostLink(t *testing.T) {
-	l := newNested(t)
-	s := serve(t, serveConfig{Layout: LayoutHost, Written: true, Roots: []string{l.ws}})
-	abs, relLink := filepath.Join(l.ws, "etc-link"), filepath.Join(l.ws, "rel-link")
+	l := testutil.NewNested(t)
+	s := serve(t, serveConfig{Layout: rootset.LayoutHost, Written: true, Roots: []string{l.WS}})
+	abs, relLink := filepath.Join(l.WS, "etc-link"), filepath.Join(l.WS, "rel-link")
 	// Planted through the view.
-	if err := unix.Symlink(l.secret, at(s.Mnt, abs)); err != nil {
+	if err := unix.Symlink(l.Secret, at(s.Mnt, abs)); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Symlink("../secret", at(s.Mnt, relLink)); err != nil {
@@ -1067,7 +1070,7 @@ func TestHostLayoutPlantedHostLink(t *testing.T) {
 		}
 	}
 	// Control 2: with the secret a root, the view's namespace holds it.
-	s.swap(l.ws, l.secret)
+	s.swap(l.WS, l.Secret)
 	for link, err := range reach() {
 		if err != nil {
 			t.Errorf("control: %s/token through the view with the secret a root: %v", link, err)
@@ -1096,7 +1099,7 @@ func TestHostLayoutNestedThroughHostLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	roots := []string{ws, filepath.Join(ws, "app"), filepath.Join(ws, "rel"), filepath.Join(ws, "lib")}
-	s := serve(t, serveConfig{Layout: LayoutHost, ReadOnly: true, Written: true, Roots: roots})
+	s := serve(t, serveConfig{Layout: rootset.LayoutHost, ReadOnly: true, Written: true, Roots: roots})
 	info := s.table()
 	if len(info.Entries) != len(roots) {
 		t.Fatalf("entries %+v, skipped %q", info.Entries, info.Skipped)
@@ -1130,7 +1133,7 @@ func TestHostLayoutBoundEntries(t *testing.T) {
 	z := write(t, filepath.Join(T, "a", "z", "f"), "z")
 	w := write(t, filepath.Join(T, "b", "w", "f"), "w")
 	x, y, z, w = filepath.Dir(x), filepath.Dir(y), filepath.Dir(z), filepath.Dir(w)
-	s := serve(t, serveConfig{Layout: LayoutHost, BoundEntries: true, Roots: []string{x, y}})
+	s := serve(t, serveConfig{Layout: rootset.LayoutHost, BoundEntries: true, Roots: []string{x, y}})
 	mountOn(t, x, at(s.Mnt, x))
 	write(t, filepath.Join(x, "g"), "written on the host")
 	var p problems
@@ -1172,7 +1175,7 @@ func TestHostLayoutEXDEV(t *testing.T) {
 	write(t, filepath.Join(app, "f"), "f")
 	write(t, filepath.Join(docs, "g"), "g")
 	write(t, filepath.Join(ws, "h"), "h")
-	s := serve(t, serveConfig{Layout: LayoutHost, Roots: []string{app, docs, ws, inner}})
+	s := serve(t, serveConfig{Layout: rootset.LayoutHost, Roots: []string{app, docs, ws, inner}})
 	v := func(h string) string { return at(s.Mnt, h) }
 	wantErrno(t, "rename across roots", os.Rename(v(filepath.Join(app, "f")), v(filepath.Join(docs, "f"))), syscall.EXDEV)
 	wantErrno(t, "link across roots", os.Link(v(filepath.Join(app, "f")), v(filepath.Join(docs, "f"))), syscall.EXDEV)
@@ -1200,7 +1203,7 @@ func TestHostLayoutHostChanges(t *testing.T) {
 			h, r := hostChangeTree(t)
 			d := mkdir(t, filepath.Join(r, "mnt-here"))
 			write(t, filepath.Join(d, "under"), "u")
-			s := serve(t, serveConfig{Layout: LayoutHost, Roots: []string{r}, NoHostEvents: control})
+			s := serve(t, serveConfig{Layout: rootset.LayoutHost, Roots: []string{r}, NoHostEvents: control})
 			m := at(s.Mnt, h) // the cases name the root m/r
 			for _, c := range hostChanges() {
 				c.prime(t, m)
@@ -1261,10 +1264,10 @@ func TestHostLayoutPlacementProperties(t *testing.T) {
 		filepath.Join(T, "lnk", "b"), filepath.Join(T, "a", "out"), filepath.Join(T, "a", "out", "in"), filepath.Join(T, "a", "in"),
 		filepath.Join(T, "real"), filepath.Join(T, "s")}
 	configs := map[string]Options{
-		"deep-placeholders": {Layout: LayoutHost, NoHostWatch: true, Placeholders: []Placeholder{
+		"deep-placeholders": {Layout: rootset.LayoutHost, NoHostWatch: true, Placeholders: []rootset.Placeholder{
 			{Name: "usr"}, {Name: "bin", Symlink: "usr/bin"}, {Name: rel(filepath.Join(T, "ph"))},
 			{Name: rel(filepath.Join(T, "hold", ".nvm", "v20"))}, {Name: "etc/resolv.conf", File: true}}},
-		"tmp-beneath": {Layout: LayoutHost, NoHostWatch: true, Beneath: []string{"tmp"}, Placeholders: []Placeholder{
+		"tmp-beneath": {Layout: rootset.LayoutHost, NoHostWatch: true, Beneath: []string{"tmp"}, Placeholders: []rootset.Placeholder{
 			{Name: "usr"}, {Name: "tmp"}, {Name: "root"}}},
 	}
 	for name, opts := range configs {
@@ -1281,13 +1284,13 @@ func TestHostLayoutPlacementProperties(t *testing.T) {
 				for range 1 + rnd(7) {
 					roots = append(roots, pool[rnd(len(pool))])
 				}
-				tab := BuildTable(rootsOf(roots), TableOptions{Layout: LayoutHost, Reserved: v.reserved(), Beneath: v.opts.Beneath})
+				tab := rootset.BuildTable(rootsOf(roots), rootset.TableOptions{Layout: rootset.LayoutHost, Reserved: v.reserved(), Beneath: v.opts.Beneath})
 				ns := v.snapshotOf(tab, v.current())
 				var visible int
 				top := map[string]string{} // top-level name -> who
 				for _, e := range tab.Entries() {
 					if e.Covered {
-						var outer *Entry
+						var outer *rootset.Entry
 						for _, d := range tab.Entries() {
 							if d != e && !d.Covered && d.Displaced == nil && d.IsDir && strings.HasPrefix(e.ViewPath, d.ViewPath+"/") {
 								outer = d

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // mountInProcess mounts a view of one root at top/mnt, served by this
@@ -26,7 +27,7 @@ func mountInProcess(t *testing.T) (v *View, root, mnt string) {
 	mnt = filepath.Join(top, "mnt")
 	os.Mkdir(mnt, 0o755)
 	v = NewView(Options{Logger: zaptest.NewLogger(t), NoHostWatch: true})
-	if _, err := v.Install([]Root{{URI: root}}); err != nil {
+	if _, err := v.Install([]rootset.Root{{URI: root}}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := v.Mount(mnt, MountOptions{})
@@ -45,10 +46,10 @@ func mountInProcess(t *testing.T) (v *View, root, mnt string) {
 // point, and keeps serving what it served.
 func TestInstallAfterMount(t *testing.T) {
 	v, root, mnt := mountInProcess(t)
-	if _, err := v.Install([]Root{{URI: root}}); err != nil {
+	if _, err := v.Install([]rootset.Root{{URI: root}}); err != nil {
 		t.Errorf("unrelated root refused: %v", err)
 	}
-	if _, err := v.Install([]Root{{URI: filepath.Dir(mnt)}}); !errors.Is(err, ErrBadMountpoint) {
+	if _, err := v.Install([]rootset.Root{{URI: filepath.Dir(mnt)}}); !errors.Is(err, ErrBadMountpoint) {
 		t.Errorf("root above the mount point: %v, want ErrBadMountpoint", err)
 	}
 	if e := v.Table().Entries(); len(e) != 1 || e[0].HostPath != root {
@@ -64,7 +65,7 @@ func TestInstallAfterMount(t *testing.T) {
 func TestInstallRefusesTheViewItself(t *testing.T) {
 	v, _, mnt := mountInProcess(t)
 	for _, p := range []string{mnt, filepath.Join(mnt, "r")} {
-		tab, err := v.Install([]Root{{URI: p}})
+		tab, err := v.Install([]rootset.Root{{URI: p}})
 		if len(tab.Entries()) != 1 {
 			t.Fatalf("%s: table %v (skipped %v)", p, tab.Entries(), tab.Skipped())
 		}

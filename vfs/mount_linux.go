@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // MountOptions configure View.Mount. The zero value mounts for the calling
@@ -45,7 +46,7 @@ type Mount struct {
 // directory, or is at or inside one of t's roots (the view would then
 // look itself up and deadlock). A stale FUSE mount left by a dead daemon
 // (ENOTCONN) is detached first.
-func CheckMountpoint(dir string, t *Table, log *zap.Logger) error {
+func CheckMountpoint(dir string, t *rootset.Table, log *zap.Logger) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -77,7 +78,7 @@ func CheckMountpoint(dir string, t *Table, log *zap.Logger) error {
 	if _, fstype, ok := topMount(dir); ok && fstype == "fuse.rootfs" {
 		return fmt.Errorf("%w: a rootfs view is already mounted at %s; unmount it first (fusermount3 -u %s)", ErrBadMountpoint, dir, dir)
 	}
-	return t.checkMountpoint(dir)
+	return checkMountpoint(t, dir)
 }
 
 // Mount checks dir against the view's current table (CheckMountpoint),

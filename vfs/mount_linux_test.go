@@ -15,15 +15,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
-func table(t *testing.T, paths ...string) *Table {
+func table(t *testing.T, paths ...string) *rootset.Table {
 	t.Helper()
-	var rs []Root
+	var rs []rootset.Root
 	for _, p := range paths {
-		rs = append(rs, Root{URI: p})
+		rs = append(rs, rootset.Root{URI: p})
 	}
-	tb := BuildTable(rs, TableOptions{})
+	tb := rootset.BuildTable(rs, rootset.TableOptions{})
 	t.Cleanup(func() { tb.Close() })
 	if len(tb.Skipped()) > 0 {
 		t.Fatalf("skipped: %v", tb.Skipped()[0].Reason)
@@ -92,7 +93,7 @@ func mountTest(t *testing.T) (m *Mount, root string) {
 	mnt := filepath.Join(top, "mnt")
 	os.Mkdir(mnt, 0o755)
 	v := NewView(Options{Logger: zaptest.NewLogger(t)})
-	if err := v.swap(BuildTable([]Root{{URI: root}}, TableOptions{})); err != nil {
+	if err := v.swap(rootset.BuildTable([]rootset.Root{{URI: root}}, rootset.TableOptions{})); err != nil {
 		t.Fatal(err)
 	}
 	m, err := v.Mount(mnt, MountOptions{})
@@ -183,7 +184,7 @@ func TestMountInsideRootRefused(t *testing.T) {
 	os.Mkdir(inner, 0o755)
 	v := NewView(Options{})
 	defer v.Close()
-	v.swap(BuildTable([]Root{{URI: top}}, TableOptions{}))
+	v.swap(rootset.BuildTable([]rootset.Root{{URI: top}}, rootset.TableOptions{}))
 	_, err := v.Mount(inner, MountOptions{})
 	if !errors.Is(err, ErrBadMountpoint) {
 		t.Fatalf("Mount inside a root: %v, want ErrBadMountpoint", err)

@@ -2,7 +2,11 @@
 
 package vfs
 
-import "go.uber.org/zap"
+import (
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
+)
 
 // MountOptions configure View.Mount.
 type MountOptions struct {
@@ -14,7 +18,7 @@ type MountOptions struct {
 type Mount struct{}
 
 // CheckMountpoint fails: mounting needs Linux.
-func CheckMountpoint(string, *Table, *zap.Logger) error { return errNotLinux }
+func CheckMountpoint(string, *rootset.Table, *zap.Logger) error { return errNotLinux }
 
 // Mount fails: mounting needs Linux.
 func (v *View) Mount(string, MountOptions) (*Mount, error) { return nil, errNotLinux }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // TestViewWarmWalkNoDirRequests: with FUSE_NO_OPENDIR_SUPPORT a warm walk
@@ -90,7 +92,7 @@ func TestViewWarmWalkNoDirRequests(t *testing.T) {
 // listing. The control serves OPENDIR (the kernel then asks every time).
 func TestViewSyntheticListingsCached(t *testing.T) {
 	for _, control := range []bool{false, true} {
-		for _, layout := range []Layout{LayoutFlat, LayoutHost} {
+		for _, layout := range []rootset.Layout{rootset.LayoutFlat, rootset.LayoutHost} {
 			name := layout.String()
 			if control {
 				name += "/opendir-control"
@@ -99,9 +101,9 @@ func TestViewSyntheticListingsCached(t *testing.T) {
 				h := hostTree(t)
 				a := mkdir(t, filepath.Join(h, "ws", "a"))
 				b := mkdir(t, filepath.Join(h, "ws", "b"))
-				s := serve(t, serveConfig{Roots: []string{a}, Layout: layout, KeepOpendir: control, Placeholders: []Placeholder{{Name: "usr"}}})
+				s := serve(t, serveConfig{Roots: []string{a}, Layout: layout, KeepOpendir: control, Placeholders: []rootset.Placeholder{{Name: "usr"}}})
 				dir := s.Mnt
-				if layout == LayoutHost {
+				if layout == rootset.LayoutHost {
 					dir = filepath.Join(s.Mnt, filepath.Dir(a))
 				}
 				list := func() []string { return names(t, dir) }

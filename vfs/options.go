@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // DefaultCacheTimeout is how long the kernel may cache names and attributes
@@ -23,18 +25,6 @@ var ErrClosed = errors.New("view closed")
 // that would put the view inside itself (View.Install).
 var ErrBadMountpoint = errors.New("bad mount point")
 
-// Placeholder is a name the view provides itself, for the sandbox to mount
-// its runtime directories and binds on: an empty read-only directory, an
-// empty read-only file when File is set (a single-file bind), or a symlink
-// when Symlink is set ("bin" -> "usr/bin"). In flat layout Name is a
-// top-level name; in host layout it may be a path relative to /
-// ("home/me/.nvm/versions/node/v20"), below synthetic directories.
-type Placeholder struct {
-	Name    string
-	Symlink string // empty: a directory (or a file, with File)
-	File    bool
-}
-
 // Options configure a View. The zero value is a read-write view with no
 // placeholders, strict revocation and 1s caching.
 type Options struct {
@@ -44,7 +34,7 @@ type Options struct {
 	Logger *zap.Logger
 	// Placeholders are listed after the entries. Their names are reserved:
 	// View.Install names entries around them.
-	Placeholders []Placeholder
+	Placeholders []rootset.Placeholder
 	// Passthrough lets the kernel do file I/O itself (FUSE passthrough,
 	// Linux 6.9+, needs CAP_SYS_ADMIN in the initial user namespace and a
 	// view mounted with View.Mount; silently daemon-served elsewhere, and
@@ -88,7 +78,7 @@ type Options struct {
 	// Layout is where each root appears (TableOptions.Layout): flat, the
 	// zero value, or host. Placeholders are reserved paths in host layout;
 	// Beneath lists those below which roots may still appear.
-	Layout  Layout
+	Layout  rootset.Layout
 	Beneath []string
 
 	// The rules of View.Install (see TableOptions). Allow, when non-empty,
@@ -97,7 +87,7 @@ type Options struct {
 	// Written is the session's record of what the sandboxed side can write
 	// or could earlier; nil follows every symlink. The caller keeps it and
 	// closes it after the view.
-	Written *WriteSet
+	Written *rootset.WriteSet
 
 	// CPUProfile names a file to write a CPU profile of the daemon to,
 	// from NewView until View.Close (a debugging aid: go tool pprof -top

@@ -1,6 +1,10 @@
 package vfs
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/rootfs-dev/rootfs/rootset"
+)
 
 // snapshot is what the synthetic part serves: a table plus the
 // incarnation of each visible entry, keyed by its ViewPath, and (host
@@ -8,7 +12,7 @@ import "sync/atomic"
 // published.
 type snapshot struct {
 	gen    uint64 // unique in the view; names it in listing offsets
-	table  *Table
+	table  *rootset.Table
 	order  []string        // entry keys, in table order
 	byName map[string]slot // entry key -> slot
 	// dirs maps each synthetic directory ("" is the top level) to the
@@ -19,7 +23,7 @@ type snapshot struct {
 
 type slot struct {
 	inc   *rootInc
-	entry *Entry // of snapshot.table
+	entry *rootset.Entry // of snapshot.table
 }
 
 // rootInc is one incarnation of a root: the same name re-pointed at another

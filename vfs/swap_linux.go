@@ -18,6 +18,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // swapState is the view's current snapshot and what swap and Close need to
@@ -90,7 +92,7 @@ func (s *openSet) of(incs map[*rootInc]bool) []*node {
 // back what the kernel holds dirty for the leaving roots (writeBack), revoke
 // them (revoke), invalidate the kernel's cache (invalidate), and close the
 // old table.
-func (v *View) swap(t *Table) error {
+func (v *View) swap(t *rootset.Table) error {
 	if t == nil {
 		return errors.New("vfs: swap of a nil table")
 	}
@@ -137,7 +139,7 @@ func (v *View) swap(t *Table) error {
 // snapshotOf builds the snapshot of t (v.sw.mu held): entries whose name and host inode
 // stay keep their incarnation (and so their nodes); the others get a new
 // one. Entries with a reserved or placeholder name are hidden.
-func (v *View) snapshotOf(t *Table, old *snapshot) *snapshot {
+func (v *View) snapshotOf(t *rootset.Table, old *snapshot) *snapshot {
 	v.sw.snapGen++
 	ns := &snapshot{gen: v.sw.snapGen, table: t, byName: make(map[string]slot, len(t.Entries())), dirs: map[string][]string{"": nil}}
 	seen := map[string]bool{}

@@ -18,6 +18,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // View is the FUSE file system of the current table. Create it with NewView,
@@ -77,7 +79,7 @@ func NewView(opts Options) *View {
 	}
 	v.startProfile()
 	v.sw.snapGen++
-	first := &snapshot{gen: v.sw.snapGen, table: EmptyTable(), byName: map[string]slot{}, dirs: map[string][]string{"": nil}}
+	first := &snapshot{gen: v.sw.snapGen, table: rootset.EmptyTable(), byName: map[string]slot{}, dirs: map[string][]string{"": nil}}
 	v.sw.lists.add(first)
 	v.sw.cur.Store(first)
 	return v
@@ -89,14 +91,14 @@ func (v *View) reserved() []string { return v.ph.reserved() }
 
 // Table returns the table being served. It is immutable and never nil; it
 // stays valid until the next Install.
-func (v *View) Table() *Table { return v.current().table }
+func (v *View) Table() *rootset.Table { return v.current().table }
 
 // Entries returns the entries being served, in listing order: the
 // table's, minus any hidden by a reserved name. Like Table, they stay
 // valid until the next Install.
-func (v *View) Entries() []*Entry {
+func (v *View) Entries() []*rootset.Entry {
 	s := v.current()
-	out := make([]*Entry, 0, len(s.order))
+	out := make([]*rootset.Entry, 0, len(s.order))
 	for _, name := range s.order {
 		out = append(out, s.byName[name].entry)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // hostTree makes a temporary directory readable by everyone (so callers
@@ -82,7 +84,7 @@ func TestViewListing(t *testing.T) {
 	f := write(t, filepath.Join(h, "notes.txt"), "single file root")
 	s := serve(t, serveConfig{
 		Roots:        []string{a, b, filepath.Join(h, "missing"), f, a /* duplicate */},
-		Placeholders: []Placeholder{{Name: "usr"}, {Name: "bin", Symlink: "usr/bin"}},
+		Placeholders: []rootset.Placeholder{{Name: "usr"}, {Name: "bin", Symlink: "usr/bin"}},
 	})
 	got := names(t, s.Mnt)
 	want := []string{"a", "a-2", "bin", "notes.txt", "usr"}

@@ -2,19 +2,27 @@
 
 package vfs
 
+import (
+	"errors"
+
+	"github.com/rootfs-dev/rootfs/rootset"
+)
+
+var errNotLinux = errors.New("rootfs needs Linux")
+
 // View is the roots view; on this platform it can hold a table but not be
 // served (rootfs needs Linux).
 type View struct {
 	opts Options
-	t    *Table
+	t    *rootset.Table
 }
 
 // NewView returns a view serving an empty table.
-func NewView(opts Options) *View { return &View{opts: opts, t: EmptyTable()} }
+func NewView(opts Options) *View { return &View{opts: opts, t: rootset.EmptyTable()} }
 
 // reserved returns the top-level names the view uses itself.
 func (v *View) reserved() []string {
-	out := []string{epollHackName}
+	out := []string{rootset.EpollHackName}
 	for _, p := range v.opts.Placeholders {
 		out = append(out, p.Name)
 	}
@@ -22,20 +30,20 @@ func (v *View) reserved() []string {
 }
 
 // Table returns the current table.
-func (v *View) Table() *Table { return v.t }
+func (v *View) Table() *rootset.Table { return v.t }
 
 // swap fails: rootfs needs Linux.
-func (v *View) swap(t *Table) error { t.Close(); return errNotLinux }
+func (v *View) swap(t *rootset.Table) error { t.Close(); return errNotLinux }
 
 // Close closes the current table.
 func (v *View) Close() error { return v.t.Close() }
 
 // Install fails: rootfs needs Linux.
-func (v *View) Install(roots []Root) (*Table, error) {
-	t := BuildTable(roots, TableOptions{Reserved: v.reserved()})
+func (v *View) Install(roots []rootset.Root) (*rootset.Table, error) {
+	t := rootset.BuildTable(roots, rootset.TableOptions{Reserved: v.reserved()})
 	t.Close()
 	return t, errNotLinux
 }
 
 // checkMountpoint fails: rootfs needs Linux.
-func (t *Table) checkMountpoint(string) error { return errNotLinux }
+func checkMountpoint(*rootset.Table, string) error { return errNotLinux }

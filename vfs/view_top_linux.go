@@ -9,6 +9,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // rootDir is a synthetic directory: the top level (path ""), or in host
@@ -63,7 +65,7 @@ func (r *rootDir) OnAdd(ctx context.Context) {
 
 // newPlaceholder makes p's node. It is persistent: the kernel may forget
 // it, the view keeps it (a mount point's inode stays the same).
-func (r *rootDir) newPlaceholder(ctx context.Context, p Placeholder) *fs.Inode {
+func (r *rootDir) newPlaceholder(ctx context.Context, p rootset.Placeholder) *fs.Inode {
 	switch {
 	case p.Symlink != "":
 		return r.NewPersistentInode(ctx, &placeholderLink{target: p.Symlink, t: r.v.start}, fs.StableAttr{Mode: syscall.S_IFLNK})

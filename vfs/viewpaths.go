@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // A key names a node of the synthetic part by its path below the view's
@@ -37,7 +39,7 @@ func splitKey(key string) (dir, name string) {
 // not empty, "." or "..", nor the name go-fuse intercepts, at most 255
 // bytes, and without a slash or NUL.
 func validTopName(n string) bool {
-	return n != "" && n != "." && n != ".." && n != epollHackName && len(n) <= 255 &&
+	return n != "" && n != "." && n != ".." && n != rootset.EpollHackName && len(n) <= 255 &&
 		!strings.ContainsAny(n, "/\x00")
 }
 
@@ -114,22 +116,22 @@ func synthIno(key string) uint64 {
 // placeholders are the names the view provides itself (Options.Placeholders),
 // checked once by NewView and never changed after.
 type placeholders struct {
-	list    []Placeholder       // Options.Placeholders, as given
-	index   map[string]int      // name (host layout: path) -> index in list, for the ones kept
-	tops    []Placeholder       // the top-level ones, in order: OnAdd makes them, listings name them
-	dirs    map[string][]string // host layout: synthetic directory -> the placeholder paths' children in it
-	beneath []string            // names below which roots may still appear (Options.Beneath)
+	list    []rootset.Placeholder // Options.Placeholders, as given
+	index   map[string]int        // name (host layout: path) -> index in list, for the ones kept
+	tops    []rootset.Placeholder // the top-level ones, in order: OnAdd makes them, listings name them
+	dirs    map[string][]string   // host layout: synthetic directory -> the placeholder paths' children in it
+	beneath []string              // names below which roots may still appear (Options.Beneath)
 }
 
 // newPlaceholders keeps the placeholders of list that can be served: a
 // valid name (in host layout, a valid path), the first of each name, and
 // no file or symlink with another placeholder below it. It logs each one
 // it drops.
-func newPlaceholders(list []Placeholder, layout Layout, beneath []string, log *zap.Logger) *placeholders {
+func newPlaceholders(list []rootset.Placeholder, layout rootset.Layout, beneath []string, log *zap.Logger) *placeholders {
 	p := &placeholders{list: list, index: map[string]int{}, dirs: map[string][]string{}, beneath: beneath}
 	seen := map[string]bool{}
 	for i, ph := range list {
-		ok := validTopName(ph.Name) || layout == LayoutHost && validKey(ph.Name)
+		ok := validTopName(ph.Name) || layout == rootset.LayoutHost && validKey(ph.Name)
 		if !ok {
 			log.Warn("placeholder ignored: invalid name", zap.String("name", ph.Name))
 			continue
@@ -162,10 +164,10 @@ func newPlaceholders(list []Placeholder, layout Layout, beneath []string, log *z
 }
 
 // at returns the placeholder at key.
-func (p *placeholders) at(key string) (Placeholder, bool) {
+func (p *placeholders) at(key string) (rootset.Placeholder, bool) {
 	i, ok := p.index[key]
 	if !ok {
-		return Placeholder{}, false
+		return rootset.Placeholder{}, false
 	}
 	return p.list[i], true
 }
@@ -174,7 +176,7 @@ func (p *placeholders) at(key string) (Placeholder, bool) {
 // its placeholders and the name go-fuse intercepts. Install passes them as
 // TableOptions.Reserved.
 func (p *placeholders) reserved() []string {
-	out := []string{epollHackName}
+	out := []string{rootset.EpollHackName}
 	for _, ph := range p.list {
 		if _, ok := p.index[ph.Name]; ok {
 			out = append(out, ph.Name)

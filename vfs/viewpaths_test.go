@@ -13,6 +13,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 func TestChildKeySplitKey(t *testing.T) {
@@ -50,8 +52,8 @@ func TestValidKey(t *testing.T) {
 		{"/a", false, false},
 		{"a/", false, false},
 		{"a\x00b", false, false},
-		{epollHackName, false, false},
-		{"a/" + epollHackName, false, false},
+		{rootset.EpollHackName, false, false},
+		{"a/" + rootset.EpollHackName, false, false},
 		{strings.Repeat("x", 255), true, true},
 		{strings.Repeat("x", 256), false, false},
 		{"a/" + strings.Repeat("x", 256), false, false},
@@ -143,7 +145,7 @@ func TestSynthIno(t *testing.T) {
 
 func TestNewPlaceholders(t *testing.T) {
 	long := "a/" + strings.Repeat("x", 256)
-	list := []Placeholder{
+	list := []rootset.Placeholder{
 		{Name: "usr"},                         // 0
 		{Name: "bin", Symlink: "usr/bin"},     // 1
 		{Name: "etc", File: true},             // 2: host: a file with a placeholder below it
@@ -154,12 +156,12 @@ func TestNewPlaceholders(t *testing.T) {
 		{Name: "home", File: true},            // 7: host: already a directory leading to 6
 		{Name: "tmp"},                         // 8
 		{Name: "tmp/x"},                       // 9: host: below a directory placeholder
-		{Name: epollHackName},                 // 10: invalid
+		{Name: rootset.EpollHackName},         // 10: invalid
 		{Name: long},                          // 11: invalid
 	}
 	tests := []struct {
 		name   string
-		layout Layout
+		layout rootset.Layout
 		index  map[string]int
 		tops   []string
 		dirs   map[string][]string
@@ -167,22 +169,22 @@ func TestNewPlaceholders(t *testing.T) {
 	}{
 		{
 			name:   "flat",
-			layout: LayoutFlat,
+			layout: rootset.LayoutFlat,
 			index:  map[string]int{"usr": 0, "bin": 1, "etc": 2, "home": 7, "tmp": 8},
 			tops:   []string{"usr", "bin", "etc", "home", "tmp"},
 			dirs:   map[string][]string{},
-			warned: []string{"etc/resolv.conf", "..", "home/me/.nvm/v20", "tmp/x", epollHackName, long},
+			warned: []string{"etc/resolv.conf", "..", "home/me/.nvm/v20", "tmp/x", rootset.EpollHackName, long},
 		},
 		{
 			name:   "host",
-			layout: LayoutHost,
+			layout: rootset.LayoutHost,
 			index:  map[string]int{"usr": 0, "bin": 1, "etc/resolv.conf": 3, "home/me/.nvm/v20": 6, "tmp": 8, "tmp/x": 9},
 			tops:   []string{"usr", "bin", "tmp"},
 			dirs: map[string][]string{
 				"": {"etc", "home", "tmp"}, "etc": {"resolv.conf"}, "home": {"me"}, "home/me": {".nvm"},
 				"home/me/.nvm": {"v20"}, "tmp": {"x"},
 			},
-			warned: []string{"etc", "..", epollHackName, long},
+			warned: []string{"etc", "..", rootset.EpollHackName, long},
 		},
 	}
 	for _, tt := range tests {
@@ -212,7 +214,7 @@ func TestNewPlaceholders(t *testing.T) {
 			}
 			// Reserved: the go-fuse name, then every listed placeholder
 			// whose name was kept, in list order.
-			wantReserved := []string{epollHackName}
+			wantReserved := []string{rootset.EpollHackName}
 			for _, ph := range list {
 				if _, ok := tt.index[ph.Name]; ok {
 					wantReserved = append(wantReserved, ph.Name)
@@ -237,8 +239,8 @@ func TestNewPlaceholders(t *testing.T) {
 // to placeholders (one of them, tmp, with roots allowed below it) and
 // entries already placed.
 func TestPlaceholdersClaimed(t *testing.T) {
-	p := newPlaceholders([]Placeholder{{Name: "usr"}, {Name: "tmp"}, {Name: "tmp/.X11-unix"}, {Name: "home/me/.nvm/v20"}},
-		LayoutHost, []string{"tmp"}, zap.NewNop())
+	p := newPlaceholders([]rootset.Placeholder{{Name: "usr"}, {Name: "tmp"}, {Name: "tmp/.X11-unix"}, {Name: "home/me/.nvm/v20"}},
+		rootset.LayoutHost, []string{"tmp"}, zap.NewNop())
 	s := &snapshot{byName: map[string]slot{}, dirs: map[string][]string{"": nil}}
 	seen := map[string]bool{}
 	for _, key := range []string{"src/app", "data"} {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -28,9 +29,9 @@ func serveView(mnt string) (func() error, func([]string) error, error) {
 		return nil, nil, err
 	}
 	swap := func(paths []string) error {
-		var roots []vfs.Root
+		var roots []rootset.Root
 		for _, p := range paths {
-			roots = append(roots, vfs.Root{URI: p})
+			roots = append(roots, rootset.Root{URI: p})
 		}
 		_, err := v.Install(roots)
 		return err

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/rootfs-dev/rootfs/mountmgr"
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // # Roots from the server's arguments
@@ -70,7 +70,7 @@ func argCredential(p, home string) bool {
 // argRoots returns the roots the server's arguments name (see the section
 // comment), in argument order, each once. explicit are the --root paths:
 // one of them named again by an argument is not refused.
-func (rf *runFlags) argRoots() ([]vfs.Root, error) {
+func (rf *runFlags) argRoots() ([]rootset.Root, error) {
 	if rf.run.NoArgRoots || len(rf.argv) < 2 {
 		return nil, nil
 	}
@@ -85,14 +85,14 @@ func (rf *runFlags) argRoots() ([]vfs.Root, error) {
 	}
 	explicit := map[string]bool{}
 	for _, r := range rf.roots.Roots {
-		if p, err := vfs.ParseRoot(r); err == nil {
+		if p, err := rootset.ParseRoot(r); err == nil {
 			explicit[p] = true
 		} else if abs, err := filepath.Abs(r); err == nil {
 			explicit[abs] = true
 		}
 	}
 	seen := map[string]bool{}
-	var out []vfs.Root
+	var out []rootset.Root
 	script := -1 // an interpreter's script is code: auto-bind shows it
 	if exe, err := mountmgr.ResolveCommand(rf.argv[0], os.Getenv("PATH")); err == nil {
 		script = mountmgr.ScriptOperand(exe, rf.argv[1:])
@@ -133,7 +133,7 @@ func (rf *runFlags) argRoots() ([]vfs.Root, error) {
 			if !allowedBy(real, rf.allowDirs(), rf.run.Allow) {
 				return nil, argRootErr("%q is not beneath --allow; give --root %s, or widen --allow", a, p)
 			}
-			out = append(out, vfs.Root{URI: p})
+			out = append(out, rootset.Root{URI: p})
 		}
 	}
 	return out, nil

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rootfs-dev/rootfs/mountmgr"
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // countLimit bounds the files dry-run counts under one path, so that a
@@ -29,7 +29,7 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	initial := vfs.UnionRoots(fallback, pinned)
+	initial := rootset.UnionRoots(fallback, pinned)
 	spec, inView, err := rf.spec(initial, zap.NewNop())
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 
 // previewTable is the table the view will start with, named as runDaemon
 // names it: mount points inside a static root are reached through it.
-func (rf *runFlags) previewTable(spec *mountmgr.Spec, static []vfs.Root) *vfs.Table {
+func (rf *runFlags) previewTable(spec *mountmgr.Spec, static []rootset.Root) *rootset.Table {
 	o := rf.tableOptions(spec)
 	if spec.HostLayout {
 		o.Reserved = nil
@@ -200,7 +200,7 @@ func (rf *runFlags) previewTable(spec *mountmgr.Spec, static []vfs.Root) *vfs.Ta
 			o.Reserved = append(o.Reserved, p.Name)
 		}
 	}
-	return vfs.BuildTable(static, o)
+	return rootset.BuildTable(static, o)
 }
 
 // setByFlag says whether --setenv gave K.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -50,8 +51,8 @@ func setValues(f *pflag.FlagSet, name string, values ...string) {
 // that does not exist is an error, not a view without it: a person named
 // it, and a server started without its directory fails far from the
 // cause (fail closed, as a client's missing root is refused).
-func (o *RootsOptions) StaticRoots() ([]vfs.Root, error) {
-	var roots []vfs.Root
+func (o *RootsOptions) StaticRoots() ([]rootset.Root, error) {
+	var roots []rootset.Root
 	for _, r := range o.Roots {
 		if r != "" && !strings.Contains(r, ":") && !filepath.IsAbs(r) {
 			if abs, err := filepath.Abs(r); err == nil {
@@ -61,7 +62,7 @@ func (o *RootsOptions) StaticRoots() ([]vfs.Root, error) {
 		if err := rootExists(r, "--root "); err != nil {
 			return nil, err
 		}
-		roots = append(roots, vfs.Root{URI: r})
+		roots = append(roots, rootset.Root{URI: r})
 	}
 	if o.RootsFile != "" {
 		fr, err := ReadRootsFile(o.RootsFile)
@@ -98,7 +99,7 @@ func (e *missingRootError) Is(target error) bool { return target == errMissingRo
 // rootExists checks that a static root names something on the host. A
 // malformed one is left to the table, which says what is wrong with it.
 func rootExists(uri, from string) error {
-	p, err := vfs.ParseRoot(uri)
+	p, err := rootset.ParseRoot(uri)
 	if err != nil {
 		return nil
 	}
@@ -113,14 +114,14 @@ func rootExists(uri, from string) error {
 }
 
 // ReadRootsFile reads a JSON file shaped like MCP's ListRootsResult
-// (decoded by vfs.DecodeRoots). A person can fix their file, so a root that
+// (decoded by rootset.DecodeRoots). A person can fix their file, so a root that
 // the bridge would drop from a client's answer refuses the whole file here.
-func ReadRootsFile(name string) ([]vfs.Root, error) {
+func ReadRootsFile(name string) ([]rootset.Root, error) {
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("--roots-file: %w", err)
 	}
-	roots, dropped, err := vfs.DecodeRoots(data, vfs.MaxRoots)
+	roots, dropped, err := rootset.DecodeRoots(data, rootset.MaxRoots)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
@@ -148,8 +149,8 @@ func (o *ViewFlags) addLayoutFlag(f *pflag.FlagSet, def string) {
 }
 
 // layout is --layout, checked.
-func (o *ViewFlags) layout() (vfs.Layout, error) {
-	l, err := vfs.ParseLayout(o.Layout)
+func (o *ViewFlags) layout() (rootset.Layout, error) {
+	l, err := rootset.ParseLayout(o.Layout)
 	if err != nil {
 		return l, fmt.Errorf("%w: --layout: %v", ErrUsage, err)
 	}
@@ -176,7 +177,7 @@ func (o *ViewFlags) Options(readOnly bool, log *zap.Logger) vfs.Options {
 	if cache == 0 {
 		cache = -1 // 0s on the command line means no caching; vfs reads zero as the default
 	}
-	layout, _ := vfs.ParseLayout(o.Layout) // checked by the command (layout)
+	layout, _ := rootset.ParseLayout(o.Layout) // checked by the command (layout)
 	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch, Layout: layout, CPUProfile: os.Getenv(cpuProfileEnv)}
 }
 

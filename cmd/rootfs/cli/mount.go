@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -79,7 +80,7 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	}
 	// Whoever uses the mount can plant symlinks in its writable roots; a
 	// root re-read on SIGHUP is never resolved through them.
-	written := vfs.NewWriteSet(0)
+	written := rootset.NewWriteSet(0)
 	defer written.Close()
 	vopts := mo.Options(ro.ReadOnly, log)
 	vopts.Written = written
@@ -157,7 +158,7 @@ func reload(ro *RootsOptions, v *vfs.View, stderr io.Writer, log *zap.Logger) {
 
 // report prints a heading, what the table holds and what it left out, one
 // line each, in one write.
-func report(w io.Writer, heading string, t *vfs.Table) {
+func report(w io.Writer, heading string, t *rootset.Table) {
 	var b strings.Builder
 	b.WriteString(heading + "\n")
 	for _, e := range t.Entries() {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
@@ -273,7 +274,7 @@ func (rf *runFlags) binds() ([]mountmgr.Bind, error) {
 // spec builds the sandbox spec from the flags (NewRoot is filled in later):
 // COMMAND resolved on the host or in the view of the static roots, then
 // (unless --no-auto-bind) what it needs to start, then the environment.
-func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *viewPath, error) {
+func (rf *runFlags) spec(static []rootset.Root, log *zap.Logger) (*mountmgr.Spec, *viewPath, error) {
 	env, err := mountmgr.BuildEnvLookup(os.LookupEnv, rf.run.SetEnv, rf.run.UnsetEnv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
@@ -334,7 +335,7 @@ func (rf *runFlags) spec(static []vfs.Root, log *zap.Logger) (*mountmgr.Spec, *v
 // declares none (the static roots, or the working directory standing in
 // for them). noRoots is how the session ends when the client declares
 // none and there is nothing else to show.
-func (rf *runFlags) startRoots(log *zap.Logger) (static, pinned, fallback []vfs.Root, noRoots error, err error) {
+func (rf *runFlags) startRoots(log *zap.Logger) (static, pinned, fallback []rootset.Root, noRoots error, err error) {
 	if static, err = rf.roots.StaticRoots(); err != nil {
 		if errors.Is(err, errMissingRoot) {
 			return nil, nil, nil, nil, err
@@ -381,7 +382,7 @@ type viewPath struct {
 // (to read its #! and ELF headers), for a command in the view, where, and
 // the host directories the server will be able to write from the start (the
 // static roots, or the working directory that stands in for them).
-func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (string, *viewPath, []string, error) {
+func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []rootset.Root) (string, *viewPath, []string, error) {
 	name := rf.argv[0]
 	hostExe, hostErr := mountmgr.ResolveCommand(name, os.Getenv("PATH"))
 	if hostErr == nil {
@@ -409,7 +410,7 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (stri
 	// The table the view will start with, named as it will be (the
 	// placeholders known so far are reserved; runDaemon checks the name
 	// again once the auto-binds have added theirs).
-	t := vfs.BuildTable(static, rf.tableOptions(spec))
+	t := rootset.BuildTable(static, rf.tableOptions(spec))
 	defer t.Close()
 	var writable []string
 	for _, e := range t.Entries() {
@@ -452,15 +453,15 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []vfs.Root) (stri
 // hostLayout reports whether --layout is host.
 func (rf *runFlags) hostLayout() bool {
 	l, _ := rf.run.layout()
-	return l == vfs.LayoutHost
+	return l == rootset.LayoutHost
 }
 
 // tableOptions are the rules the view will build its tables with, for a
 // preview before it exists.
-func (rf *runFlags) tableOptions(spec *mountmgr.Spec) vfs.TableOptions {
-	o := vfs.TableOptions{Allow: rf.run.Allow, Reserved: mountmgr.ReservedNames(spec)}
+func (rf *runFlags) tableOptions(spec *mountmgr.Spec) rootset.TableOptions {
+	o := rootset.TableOptions{Allow: rf.run.Allow, Reserved: mountmgr.ReservedNames(spec)}
 	if rf.hostLayout() {
-		o.Layout, o.Beneath = vfs.LayoutHost, []string{"tmp"}
+		o.Layout, o.Beneath = rootset.LayoutHost, []string{"tmp"}
 	}
 	return o
 }
@@ -499,7 +500,7 @@ func gitIdentity() ([]string, error) {
 // in the view from the server's first instruction until the client's own
 // roots replace it, and kept when the client declares none; never / or
 // the home directory, which would hand the server everything.
-func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
+func fallbackRoots(log *zap.Logger) ([]rootset.Root, error) {
 	cwd, ok, err := workdirRoot()
 	if err != nil {
 		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and the working directory is unknown (%v); give --root DIR", ErrUsage, err)
@@ -515,7 +516,7 @@ func fallbackRoots(log *zap.Logger) ([]vfs.Root, error) {
 		return nil, fmt.Errorf("%w: no roots: the client declares none, no --root was given, and rootfs was started in %s (%s), which it will not serve whole; give --root DIR", ErrUsage, cwd, what)
 	}
 	log.Debug("no --root: the working directory is a root until the client sends its own", zap.String("dir", cwd))
-	return []vfs.Root{{URI: cwd}}, nil
+	return []rootset.Root{{URI: cwd}}, nil
 }
 
 // workdirRoot returns the working directory, resolved, and whether it may
@@ -548,7 +549,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	initial := vfs.UnionRoots(bridgeStatic, pinned)
+	initial := rootset.UnionRoots(bridgeStatic, pinned)
 	spec, inView, err := rf.spec(initial, log)
 	if err != nil {
 		return err
@@ -593,7 +594,7 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 
 	var rootPaths []string
 	for _, r := range initial {
-		if p, err := vfs.ParseRoot(r.URI); err == nil {
+		if p, err := rootset.ParseRoot(r.URI); err == nil {
 			rootPaths = append(rootPaths, p)
 		}
 	}
@@ -723,11 +724,11 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 
 // writtenSet starts the session's record of what the server can write with
 // the read-write binds (nil under the test-only control build).
-func writtenSet(spec *mountmgr.Spec) (*vfs.WriteSet, error) {
+func writtenSet(spec *mountmgr.Spec) (*rootset.WriteSet, error) {
 	if unprotectedNested {
 		return nil, nil
 	}
-	w := vfs.NewWriteSet(0)
+	w := rootset.NewWriteSet(0)
 	for _, b := range spec.Binds {
 		if b.ReadOnly {
 			continue
@@ -745,7 +746,7 @@ func writtenSet(spec *mountmgr.Spec) (*vfs.WriteSet, error) {
 // binds, the writable static roots (or the working directory standing in
 // for them) and the --allow directories, beneath which every client root
 // lies.
-func (rf *runFlags) serverWritable(spec *mountmgr.Spec, static *vfs.Table, fallback []vfs.Root) []string {
+func (rf *runFlags) serverWritable(spec *mountmgr.Spec, static *rootset.Table, fallback []rootset.Root) []string {
 	var out []string
 	for _, b := range spec.Binds {
 		if !b.ReadOnly {
@@ -760,7 +761,7 @@ func (rf *runFlags) serverWritable(spec *mountmgr.Spec, static *vfs.Table, fallb
 		}
 		if len(static.Entries()) == 0 {
 			for _, r := range fallback {
-				if p, err := vfs.ParseRoot(r.URI); err == nil {
+				if p, err := rootset.ParseRoot(r.URI); err == nil {
 					out = append(out, p)
 				}
 			}
@@ -780,7 +781,7 @@ func checkBindSources(binds []mountmgr.Bind, writable []string) error {
 	if unprotectedNested || len(writable) == 0 {
 		return nil
 	}
-	written := vfs.NewWriteSet(0)
+	written := rootset.NewWriteSet(0)
 	defer written.Close()
 	for _, d := range writable {
 		_ = written.AddPath(d) // one that cannot be opened holds nothing to follow
@@ -789,11 +790,11 @@ func checkBindSources(binds []mountmgr.Bind, writable []string) error {
 		if b.Symlink != "" {
 			continue // shown as a link: nothing is resolved or mounted
 		}
-		t := vfs.BuildTable([]vfs.Root{{URI: b.Source}}, vfs.TableOptions{Written: written, ReadOnly: true})
+		t := rootset.BuildTable([]rootset.Root{{URI: b.Source}}, rootset.TableOptions{Written: written, ReadOnly: true})
 		skipped := t.Skipped()
 		t.Close()
 		for _, s := range skipped {
-			if errors.Is(s.Reason, vfs.ErrWritableSymlink) {
+			if errors.Is(s.Reason, rootset.ErrWritableSymlink) {
 				return fmt.Errorf("%w: bind source %s: %v", ErrUsage, b.Source, s.Reason)
 			}
 		}
@@ -801,7 +802,7 @@ func checkBindSources(binds []mountmgr.Bind, writable []string) error {
 	return nil
 }
 
-func logSkipped(log *zap.Logger, t *vfs.Table) {
+func logSkipped(log *zap.Logger, t *rootset.Table) {
 	for _, s := range t.Skipped() {
 		log.Warn("root left out", s.Root.LogField(), zap.String("reason", s.Reason.Error()))
 	}
@@ -827,10 +828,10 @@ func union(a, b []string) []string {
 // outsideRoots drops the mount points that lie inside a static root (host
 // layout): the sandbox mounts those binds through the root itself, and a
 // mount point there would push the root off its own path.
-func outsideRoots(ps []vfs.Placeholder, static []vfs.Root) []vfs.Placeholder {
+func outsideRoots(ps []rootset.Placeholder, static []rootset.Root) []rootset.Placeholder {
 	var dirs []string
 	for _, r := range static {
-		if p, err := vfs.ParseRoot(r.URI); err == nil && p != "/" {
+		if p, err := rootset.ParseRoot(r.URI); err == nil && p != "/" {
 			dirs = append(dirs, strings.TrimPrefix(p, "/")+"/")
 		}
 	}
@@ -854,7 +855,7 @@ func outsideRoots(ps []vfs.Placeholder, static []vfs.Root) []vfs.Placeholder {
 // and its environment with HOME set to the home directory when that is
 // itself a root at its own path (HOME stays /tmp otherwise: the rest of
 // the home directory is not there).
-func serverDirEnv(t *vfs.Table, env []string) (string, []string) {
+func serverDirEnv(t *rootset.Table, env []string) (string, []string) {
 	dir := "/"
 	for _, e := range t.Entries() {
 		if e.IsDir {

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rootfs-dev/rootfs/clientconfig"
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // mainOut runs Main in this process and returns stdout, stderr and status.
@@ -379,7 +379,7 @@ func skipOrFail(t *testing.T, reason string) {
 // (setValues) is one its command accepts, and back.
 func TestFlagValuesAccepted(t *testing.T) {
 	accepts := map[string]func(string) error{
-		"layout":    func(v string) error { _, err := vfs.ParseLayout(v); return err },
+		"layout":    func(v string) error { _, err := rootset.ParseLayout(v); return err },
 		"log-level": func(v string) error { _, err := newLogger(v, io.Discard); return err },
 		"cache-writes": func(v string) error {
 			_, err := parseRunFlags([]string{"--cache-writes", v, "--", "true"}, io.Discard)

@@ -1,4 +1,4 @@
-package vfs
+package rootset
 
 import (
 	"encoding/json"

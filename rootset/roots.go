@@ -1,4 +1,4 @@
-package vfs
+package rootset
 
 import (
 	"encoding/json"
@@ -75,11 +75,13 @@ var (
 	ErrTooManyWritable = errors.New("too many writable directories served in this session")
 )
 
-// epollHackName is intercepted by go-fuse at the mount's top level.
-const epollHackName = ".go-fuse-epoll-hack"
+// EpollHackName is the name go-fuse intercepts at a mount's top level: no
+// entry takes it, whatever the options, so that a table built without the
+// view names its entries as the view will.
+const EpollHackName = ".go-fuse-epoll-hack"
 
 // reservedAlways lists names that no entry may take whatever the options.
-var reservedAlways = []string{epollHackName}
+var reservedAlways = []string{EpollHackName}
 
 // ParseRoot turns a root URI or absolute path into a lexically cleaned
 // absolute host path. It does no I/O.

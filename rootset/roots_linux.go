@@ -1,6 +1,6 @@
 //go:build linux
 
-package vfs
+package rootset
 
 import (
 	"errors"
@@ -215,25 +215,6 @@ func linkTarget(fd int, p string, cur int, name string, taint func(dev, ino uint
 // matched by match (linux.WalkUp).
 func within(dir int, match func(dev, ino uint64) bool) (bool, error) {
 	return linux.WalkUp(dir, match)
-}
-
-// ancestry returns the identities of the directory dir and of every
-// directory above it, nearest first (linux.WalkUp).
-func ancestry(dir string) ([]fileID, error) {
-	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	var chain []fileID
-	_, err = linux.WalkUp(fd, func(dev, ino uint64) bool {
-		chain = append(chain, fileID{dev, ino})
-		return false
-	})
-	if err != nil {
-		return nil, err
-	}
-	return chain, nil
 }
 
 type allowDir struct {

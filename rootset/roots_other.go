@@ -1,6 +1,6 @@
 //go:build !linux
 
-package vfs
+package rootset
 
 import "errors"
 

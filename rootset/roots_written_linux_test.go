@@ -1,6 +1,6 @@
 //go:build linux
 
-package vfs
+package rootset
 
 import (
 	"errors"
@@ -8,42 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
-
-// nestedLayout is a host layout for the nested-root attack: top/ws (served
-// writable), top/ws/app (a real directory, a nested root), and top/secret,
-// which no root holds.
-type nestedLayout struct {
-	top, ws, app, secret string
-}
-
-func newNested(t *testing.T) nestedLayout {
-	t.Helper()
-	top, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := nestedLayout{top: top, ws: filepath.Join(top, "ws"), app: filepath.Join(top, "ws", "app"), secret: filepath.Join(top, "secret")}
-	for _, d := range []string{l.app, l.secret} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.WriteFile(filepath.Join(l.secret, "token"), []byte("secret\n"), 0o600)
-	return l
-}
-
-// plant does what a server inside the sandbox would do through the /ws
-// entry: mv /ws/app /ws/app.orig; ln -s <secret> /ws/app.
-func (l nestedLayout) plant(t *testing.T) {
-	t.Helper()
-	if err := os.Rename(l.app, l.app+".orig"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(l.secret, l.app); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func roots(paths ...string) []Root {
 	var out []Root
@@ -83,27 +50,27 @@ func refusedPlanted(tab *Table, p string) bool {
 // that directory. The negative control builds the same table without the
 // session's record (the resolution before the fix): it admits the secret.
 func TestWrittenSymlinkRefused(t *testing.T) {
-	l := newNested(t)
+	l := testutil.NewNested(t)
 	w := NewWriteSet(0)
 	defer w.Close()
 	opts := TableOptions{Written: w}
-	first := BuildTable(roots(l.ws, l.app), opts)
+	first := BuildTable(roots(l.WS, l.App), opts)
 	if len(first.Entries()) != 2 {
 		t.Fatalf("first table: %v, skipped %v", hostPaths(first), first.Skipped())
 	}
 	first.Close()
-	l.plant(t)
+	l.Plant(t)
 
-	control := BuildTable(roots(l.ws, l.app), TableOptions{})
+	control := BuildTable(roots(l.WS, l.App), TableOptions{})
 	defer control.Close()
-	if !holds(control, l.secret) {
-		t.Fatalf("control: without the record the planted link should lead to %s; got %v", l.secret, hostPaths(control))
+	if !holds(control, l.Secret) {
+		t.Fatalf("control: without the record the planted link should lead to %s; got %v", l.Secret, hostPaths(control))
 	}
 
-	tab := BuildTable(roots(l.ws, l.app), opts)
+	tab := BuildTable(roots(l.WS, l.App), opts)
 	defer tab.Close()
-	if holds(tab, l.secret) || len(tab.Entries()) != 1 || !holds(tab, l.ws) || !refusedPlanted(tab, l.app) {
-		t.Fatalf("after planting: entries %v, skipped %v; want only %s, %s refused", hostPaths(tab), tab.Skipped(), l.ws, l.app)
+	if holds(tab, l.Secret) || len(tab.Entries()) != 1 || !holds(tab, l.WS) || !refusedPlanted(tab, l.App) {
+		t.Fatalf("after planting: entries %v, skipped %v; want only %s, %s refused", hostPaths(tab), tab.Skipped(), l.WS, l.App)
 	}
 	t.Logf("refused: %v", tab.Skipped()[0].Reason)
 }
@@ -112,24 +79,24 @@ func TestWrittenSymlinkRefused(t *testing.T) {
 // /ws was served; /ws is gone from the next list, /ws/app alone is asked
 // for. The set remembers /ws. The control is a new session's set.
 func TestWrittenSymlinkRefusedAfterRootLeft(t *testing.T) {
-	l := newNested(t)
+	l := testutil.NewNested(t)
 	w := NewWriteSet(0)
 	defer w.Close()
-	BuildTable(roots(l.ws), TableOptions{Written: w}).Close()
-	l.plant(t)
+	BuildTable(roots(l.WS), TableOptions{Written: w}).Close()
+	l.Plant(t)
 
 	fresh := NewWriteSet(0)
 	defer fresh.Close()
-	control := BuildTable(roots(l.app), TableOptions{Written: fresh})
+	control := BuildTable(roots(l.App), TableOptions{Written: fresh})
 	defer control.Close()
-	if !holds(control, l.secret) {
+	if !holds(control, l.Secret) {
 		t.Fatalf("control: a set that never saw /ws should follow the link; got %v", hostPaths(control))
 	}
 
-	tab := BuildTable(roots(l.app), TableOptions{Written: w})
+	tab := BuildTable(roots(l.App), TableOptions{Written: w})
 	defer tab.Close()
-	if len(tab.Entries()) != 0 || !refusedPlanted(tab, l.app) {
-		t.Fatalf("entries %v, skipped %v; want %s refused", hostPaths(tab), tab.Skipped(), l.app)
+	if len(tab.Entries()) != 0 || !refusedPlanted(tab, l.App) {
+		t.Fatalf("entries %v, skipped %v; want %s refused", hostPaths(tab), tab.Skipped(), l.App)
 	}
 }
 
@@ -138,21 +105,21 @@ func TestWrittenSymlinkRefusedAfterRootLeft(t *testing.T) {
 // outcome does not depend on the order of fetches. Read-only roots do not
 // count: the server cannot write them.
 func TestWrittenSymlinkSameTable(t *testing.T) {
-	l := newNested(t)
-	l.plant(t)
+	l := testutil.NewNested(t)
+	l.Plant(t)
 	w := NewWriteSet(0)
 	defer w.Close()
-	tab := BuildTable(roots(l.ws, l.app), TableOptions{Written: w})
+	tab := BuildTable(roots(l.WS, l.App), TableOptions{Written: w})
 	defer tab.Close()
-	if holds(tab, l.secret) || !refusedPlanted(tab, l.app) {
-		t.Fatalf("entries %v, skipped %v; want %s refused", hostPaths(tab), tab.Skipped(), l.app)
+	if holds(tab, l.Secret) || !refusedPlanted(tab, l.App) {
+		t.Fatalf("entries %v, skipped %v; want %s refused", hostPaths(tab), tab.Skipped(), l.App)
 	}
 
 	ro := NewWriteSet(0)
 	defer ro.Close()
-	rot := BuildTable(roots(l.ws, l.app), TableOptions{Written: ro, ReadOnly: true})
+	rot := BuildTable(roots(l.WS, l.App), TableOptions{Written: ro, ReadOnly: true})
 	defer rot.Close()
-	if !holds(rot, l.secret) || ro.Len() != 0 {
+	if !holds(rot, l.Secret) || ro.Len() != 0 {
 		t.Fatalf("read-only: entries %v, set %d; want the link followed and nothing recorded", hostPaths(rot), ro.Len())
 	}
 }
@@ -161,16 +128,16 @@ func TestWrittenSymlinkSameTable(t *testing.T) {
 // with the written directory (a host symlink leads into it); the planted
 // link is still met in a written directory and refused.
 func TestWrittenSymlinkThroughHostLink(t *testing.T) {
-	l := newNested(t)
+	l := testutil.NewNested(t)
 	w := NewWriteSet(0)
 	defer w.Close()
-	BuildTable(roots(l.ws), TableOptions{Written: w}).Close()
-	l.plant(t)
-	alias := filepath.Join(l.top, "alias")
+	BuildTable(roots(l.WS), TableOptions{Written: w}).Close()
+	l.Plant(t)
+	alias := filepath.Join(l.Top, "alias")
 	os.Symlink("ws", alias) // relative, host-made, outside every root
 	control := BuildTable(roots(alias+"/app"), TableOptions{})
 	defer control.Close()
-	if !holds(control, l.secret) {
+	if !holds(control, l.Secret) {
 		t.Fatalf("control: got %v", hostPaths(control))
 	}
 	tab := BuildTable(roots(alias+"/app"), TableOptions{Written: w})
@@ -182,16 +149,16 @@ func TestWrittenSymlinkThroughHostLink(t *testing.T) {
 
 // TestWrittenBindTaints: a read-write bind lets the server plant as well.
 func TestWrittenBindTaints(t *testing.T) {
-	l := newNested(t)
-	l.plant(t)
+	l := testutil.NewNested(t)
+	l.Plant(t)
 	w := NewWriteSet(0)
 	defer w.Close()
-	if err := w.AddPath(l.ws); err != nil {
+	if err := w.AddPath(l.WS); err != nil {
 		t.Fatal(err)
 	}
-	tab := BuildTable(roots(l.app), TableOptions{Written: w, ReadOnly: true})
+	tab := BuildTable(roots(l.App), TableOptions{Written: w, ReadOnly: true})
 	defer tab.Close()
-	if len(tab.Entries()) != 0 || !refusedPlanted(tab, l.app) {
+	if len(tab.Entries()) != 0 || !refusedPlanted(tab, l.App) {
 		t.Fatalf("entries %v, skipped %v", hostPaths(tab), tab.Skipped())
 	}
 }
@@ -201,27 +168,27 @@ func TestWrittenBindTaints(t *testing.T) {
 // "..", chains), including into a written directory; a real directory
 // re-created at a root's path (a fresh clone) is admitted.
 func TestWrittenHostLayoutsStillWork(t *testing.T) {
-	l := newNested(t)
-	data := filepath.Join(l.top, "data", "home")
+	l := testutil.NewNested(t)
+	data := filepath.Join(l.Top, "data", "home")
 	os.MkdirAll(filepath.Join(data, "me"), 0o755)
-	os.MkdirAll(filepath.Join(l.ws, "sub"), 0o755)
-	home := filepath.Join(l.top, "home")
+	os.MkdirAll(filepath.Join(l.WS, "sub"), 0o755)
+	home := filepath.Join(l.Top, "home")
 	os.Symlink("data/home", home)                        // relative
 	os.Symlink("../../ws/sub", filepath.Join(data, "w")) // relative with "..", into ws
-	chain := filepath.Join(l.top, "chain")
+	chain := filepath.Join(l.Top, "chain")
 	os.Symlink(home, chain) // absolute, to another link
 
 	w := NewWriteSet(0)
 	defer w.Close()
 	opts := TableOptions{Written: w}
-	BuildTable(roots(l.ws, l.app), opts).Close()
+	BuildTable(roots(l.WS, l.App), opts).Close()
 
 	// The host re-clones app: a new real directory at the same path.
-	os.RemoveAll(l.app)
-	os.MkdirAll(l.app, 0o755)
-	tab := BuildTable(roots(l.ws, l.app, chain+"/me", home+"/w"), opts)
+	os.RemoveAll(l.App)
+	os.MkdirAll(l.App, 0o755)
+	tab := BuildTable(roots(l.WS, l.App, chain+"/me", home+"/w"), opts)
 	defer tab.Close()
-	want := []string{l.ws, l.app, filepath.Join(data, "me"), filepath.Join(l.ws, "sub")}
+	want := []string{l.WS, l.App, filepath.Join(data, "me"), filepath.Join(l.WS, "sub")}
 	got := hostPaths(tab)
 	if len(tab.Skipped()) != 0 || strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("entries %v, skipped %v; want %v", got, tab.Skipped(), want)
@@ -264,19 +231,19 @@ func TestWriteSetBound(t *testing.T) {
 // is dropped while the restriction stays on, so it cannot admit the link's
 // target. The control resolves --allow as before and admits it.
 func TestWrittenAllowDirNotRedirected(t *testing.T) {
-	l := newNested(t)
-	l.plant(t)
-	control := BuildTable(roots(l.secret), TableOptions{Allow: []string{l.app}})
+	l := testutil.NewNested(t)
+	l.Plant(t)
+	control := BuildTable(roots(l.Secret), TableOptions{Allow: []string{l.App}})
 	defer control.Close()
-	if !holds(control, l.secret) {
-		t.Fatalf("control: the re-pointed --allow should admit %s; skipped %v", l.secret, control.Skipped())
+	if !holds(control, l.Secret) {
+		t.Fatalf("control: the re-pointed --allow should admit %s; skipped %v", l.Secret, control.Skipped())
 	}
 	w := NewWriteSet(0)
 	defer w.Close()
-	if err := w.AddPath(l.ws); err != nil {
+	if err := w.AddPath(l.WS); err != nil {
 		t.Fatal(err)
 	}
-	tab := BuildTable(roots(l.secret), TableOptions{Allow: []string{l.app}, Written: w})
+	tab := BuildTable(roots(l.Secret), TableOptions{Allow: []string{l.App}, Written: w})
 	defer tab.Close()
 	sk := tab.Skipped()
 	if len(tab.Entries()) != 0 || len(sk) != 1 || !errors.Is(sk[0].Reason, ErrNotAllowed) ||
