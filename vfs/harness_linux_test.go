@@ -147,8 +147,8 @@ func serveMain(cfgJSON string) int {
 			written = rootset.NewWriteSet(0)
 			defer written.Close()
 		}
-		v = NewView(Options{ReadOnly: cfg.ReadOnly, Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log,
-			Layout: cfg.Layout, Beneath: cfg.Beneath, Written: written, BoundEntries: cfg.BoundEntries})
+		v = NewView(Options{Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log,
+			TableOptions: rootset.TableOptions{ReadOnly: cfg.ReadOnly, Layout: cfg.Layout, Beneath: cfg.Beneath, Written: written}, BoundEntries: cfg.BoundEntries})
 		root = v.root
 		opts = v.fuseOptions()
 	}

@@ -1264,10 +1264,10 @@ func TestHostLayoutPlacementProperties(t *testing.T) {
 		filepath.Join(T, "lnk", "b"), filepath.Join(T, "a", "out"), filepath.Join(T, "a", "out", "in"), filepath.Join(T, "a", "in"),
 		filepath.Join(T, "real"), filepath.Join(T, "s")}
 	configs := map[string]Options{
-		"deep-placeholders": {Layout: rootset.LayoutHost, NoHostWatch: true, Placeholders: []rootset.Placeholder{
+		"deep-placeholders": {TableOptions: rootset.TableOptions{Layout: rootset.LayoutHost}, NoHostWatch: true, Placeholders: []rootset.Placeholder{
 			{Name: "usr"}, {Name: "bin", Symlink: "usr/bin"}, {Name: rel(filepath.Join(T, "ph"))},
 			{Name: rel(filepath.Join(T, "hold", ".nvm", "v20"))}, {Name: "etc/resolv.conf", File: true}}},
-		"tmp-beneath": {Layout: rootset.LayoutHost, NoHostWatch: true, Beneath: []string{"tmp"}, Placeholders: []rootset.Placeholder{
+		"tmp-beneath": {TableOptions: rootset.TableOptions{Layout: rootset.LayoutHost, Beneath: []string{"tmp"}}, NoHostWatch: true, Placeholders: []rootset.Placeholder{
 			{Name: "usr"}, {Name: "tmp"}, {Name: "root"}}},
 	}
 	for name, opts := range configs {

@@ -5,6 +5,7 @@ package vfs
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -13,10 +14,10 @@ import (
 )
 
 // Install is the one way roots reach the view: it builds a table from roots
-// under the view's own rules (its reserved names, Options.Allow,
-// Options.Written, Options.ReadOnly), refuses the table whole if it holds
-// the view's own mount point or anything inside the view (the view would
-// look itself up and deadlock; see Mount), and swaps it in.
+// under the view's own rules (Options.TableOptions, with the view's own
+// names added to Reserved), refuses the table whole if it holds the view's
+// own mount point or anything inside the view (the view would look itself
+// up and deadlock; see Mount), and swaps it in.
 //
 // The table is returned even on error, so that the caller can report what
 // it holds and what it left out (Entries and Skipped stay readable): when
@@ -24,14 +25,9 @@ import (
 // when only the kernel invalidation failed (see swap) it is installed.
 // Safe from any goroutine that is not a FUSE handler of this view.
 func (v *View) Install(roots []rootset.Root) (*rootset.Table, error) {
-	t := rootset.BuildTable(roots, rootset.TableOptions{
-		Allow:    v.opts.Allow,
-		Reserved: v.reserved(),
-		Written:  v.opts.Written,
-		ReadOnly: v.opts.ReadOnly,
-		Layout:   v.opts.Layout,
-		Beneath:  v.opts.Beneath,
-	})
+	o := v.opts.TableOptions
+	o.Reserved = append(slices.Clip(o.Reserved), v.reserved()...)
+	t := rootset.BuildTable(roots, o)
 	if self := v.self.Load(); self != nil {
 		if err := self.check(t); err != nil {
 			t.Close()

@@ -28,8 +28,16 @@ var ErrBadMountpoint = errors.New("bad mount point")
 // Options configure a View. The zero value is a read-write view with no
 // placeholders, strict revocation and 1s caching.
 type Options struct {
-	// ReadOnly makes every mutating operation answer EROFS.
-	ReadOnly bool
+	// TableOptions are the rules View.Install builds every table under
+	// (see rootset.TableOptions). The view adds the names it uses itself
+	// (its placeholders, and the name go-fuse intercepts) to Reserved.
+	// ReadOnly also makes every mutating operation answer EROFS. In host
+	// layout the placeholders are reserved paths, and Beneath lists those
+	// below which roots may still appear. Written is the session's record
+	// of what the sandboxed side can write or could earlier; the caller
+	// keeps it and closes it after the view.
+	rootset.TableOptions
+
 	// Logger receives diagnostics; nil means zap.NewNop().
 	Logger *zap.Logger
 	// Placeholders are listed after the entries. Their names are reserved:
@@ -74,20 +82,6 @@ type Options struct {
 	// memory with the same node, and cached until the next Install. See
 	// "The kernel data path" in the package documentation.
 	BoundEntries bool
-
-	// Layout is where each root appears (TableOptions.Layout): flat, the
-	// zero value, or host. Placeholders are reserved paths in host layout;
-	// Beneath lists those below which roots may still appear.
-	Layout  rootset.Layout
-	Beneath []string
-
-	// The rules of View.Install (see TableOptions). Allow, when non-empty,
-	// admits only roots at or beneath these directories (--allow).
-	Allow []string
-	// Written is the session's record of what the sandboxed side can write
-	// or could earlier; nil follows every symlink. The caller keeps it and
-	// closes it after the view.
-	Written *rootset.WriteSet
 
 	// CPUProfile names a file to write a CPU profile of the daemon to,
 	// from NewView until View.Close (a debugging aid: go tool pprof -top

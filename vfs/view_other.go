@@ -4,6 +4,7 @@ package vfs
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/rootfs-dev/rootfs/rootset"
 )
@@ -40,7 +41,9 @@ func (v *View) Close() error { return v.t.Close() }
 
 // Install fails: rootfs needs Linux.
 func (v *View) Install(roots []rootset.Root) (*rootset.Table, error) {
-	t := rootset.BuildTable(roots, rootset.TableOptions{Reserved: v.reserved()})
+	o := v.opts.TableOptions
+	o.Reserved = append(slices.Clip(o.Reserved), v.reserved()...)
+	t := rootset.BuildTable(roots, o)
 	t.Close()
 	return t, errNotLinux
 }

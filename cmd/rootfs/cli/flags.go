@@ -178,7 +178,7 @@ func (o *ViewFlags) Options(readOnly bool, log *zap.Logger) vfs.Options {
 		cache = -1 // 0s on the command line means no caching; vfs reads zero as the default
 	}
 	layout, _ := rootset.ParseLayout(o.Layout) // checked by the command (layout)
-	return vfs.Options{ReadOnly: readOnly, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch, Layout: layout, CPUProfile: os.Getenv(cpuProfileEnv)}
+	return vfs.Options{TableOptions: rootset.TableOptions{ReadOnly: readOnly, Layout: layout}, Logger: log, Passthrough: o.Passthrough, Writeback: o.Writeback && !o.WriteThrough, CacheTimeout: cache, NoHostWatch: o.NoHostWatch, CPUProfile: os.Getenv(cpuProfileEnv)}
 }
 
 // parseFlags parses args with f, printing usage for --help.
