@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rootfs-dev/rootfs/rootset"
-	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // testView is a View holding its table in an atomic pointer, as vfs.View does, minus FUSE.
@@ -340,5 +339,3 @@ func entryNames(t *rootset.Table) []string {
 	}
 	return n
 }
-
-var _ View = (*vfs.View)(nil) // the real view satisfies the bridge's interface

@@ -1,6 +1,24 @@
 package mountmgr
 
-import "go.uber.org/zap"
+import (
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
+)
+
+// View is the mounted view RootBinds lays binds over; vfs.View implements
+// it. It is an interface so that the sandbox's side of the binary (the init
+// stage included) does not link the FUSE view.
+type View interface {
+	// Install builds a table from roots under the view's rules and swaps it
+	// in; the table is returned also on error (see vfs.View.Install).
+	Install([]rootset.Root) (*rootset.Table, error)
+	// Table returns the table being served (immutable, never nil).
+	Table() *rootset.Table
+	// Entries returns the entries the view shows, in listing order: the
+	// table's, minus any hidden by a reserved name.
+	Entries() []*rootset.Entry
+}
 
 // RootBindsOptions configure NewRootBinds.
 type RootBindsOptions struct {

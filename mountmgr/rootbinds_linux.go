@@ -13,7 +13,6 @@ import (
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/rootset"
-	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // The kernel data path (issue 13, docs/kernel-data-path.md): the view
@@ -42,7 +41,7 @@ func KernelPathSupported() error {
 // change of the view's table goes through Update, which serialises it with
 // the binds. The zero value is not usable; see NewRootBinds.
 type RootBinds struct {
-	v        *vfs.View
+	v        View
 	log      *zap.Logger
 	readOnly bool
 	dir      string
@@ -64,7 +63,7 @@ type RootBinds struct {
 // so the sandbox's copy becomes its slave), lays a bind over every entry
 // of v, and follows the namespace's mount table to lay again a bind the
 // kernel dropped. Close it before unmounting the view.
-func NewRootBinds(dir string, v *vfs.View, o RootBindsOptions) (*RootBinds, error) {
+func NewRootBinds(dir string, v View, o RootBindsOptions) (*RootBinds, error) {
 	if err := KernelPathSupported(); err != nil {
 		return nil, err
 	}

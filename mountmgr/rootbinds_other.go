@@ -4,7 +4,6 @@ package mountmgr
 
 import (
 	"github.com/rootfs-dev/rootfs/rootset"
-	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 // KernelPathSupported reports that the kernel data path needs Linux.
@@ -14,7 +13,7 @@ func KernelPathSupported() error { return errNotLinux }
 type RootBinds struct{}
 
 // NewRootBinds fails off Linux.
-func NewRootBinds(string, *vfs.View, RootBindsOptions) (*RootBinds, error) { return nil, errNotLinux }
+func NewRootBinds(string, View, RootBindsOptions) (*RootBinds, error) { return nil, errNotLinux }
 
 // Install fails off Linux.
 func (b *RootBinds) Install([]rootset.Root) (*rootset.Table, error) { return nil, errNotLinux }

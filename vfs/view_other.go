@@ -33,6 +33,9 @@ func (v *View) reserved() []string {
 // Table returns the current table.
 func (v *View) Table() *rootset.Table { return v.t }
 
+// Entries returns the current table's entries.
+func (v *View) Entries() []*rootset.Entry { return v.t.Entries() }
+
 // swap fails: rootfs needs Linux.
 func (v *View) swap(t *rootset.Table) error { t.Close(); return errNotLinux }
 
