@@ -56,34 +56,24 @@ type kpathConfig struct {
 	Mnt          string
 	EntryTimeout time.Duration
 	Entries      map[string]string // name -> "dir" | "file"
-	// View serves vfs.View (KpathView) with these roots instead of the
-	// synthetic top level; "swap PATH,..." then swaps its table.
-	View  bool
-	Roots []string
 }
 
-// KpathMain is the test binary's main (called by TestMain in
-// kpath_view_linux_test.go, which lives in package linux_test so that it
-// can import vfs): it runs a role when the binary was re-executed as one.
-func KpathMain(m *testing.M) int {
+// TestMain runs a role when the test binary was re-executed as one. The
+// same facts with the project's own view as the FUSE server are checked by
+// vfs's TestViewSwapBinds: nothing here imports a top-level package.
+func TestMain(m *testing.M) {
 	switch os.Getenv(envRole) {
 	case "server":
-		return serverMain()
+		os.Exit(serverMain())
 	case "probe":
-		return probeMain()
+		os.Exit(probeMain())
 	case "p0":
-		return p0Main()
+		os.Exit(p0Main())
 	case "mainthread":
-		return mainThreadMain() // mountapi_linux_test.go
+		os.Exit(mainThreadMain()) // mountapi_linux_test.go
 	}
-	return m.Run()
+	os.Exit(m.Run())
 }
-
-// KpathView, set by TestMain, serves the project's vfs.View instead of
-// the synthetic top level when kpathConfig.View is set: it mounts the view
-// at mnt (the view mounts itself) and returns its unmount, and a swap
-// function taking root paths.
-var KpathView func(mnt string) (unmount func() error, swap func(paths []string) error, err error)
 
 // ---- the synthetic file system ----
 
@@ -171,37 +161,20 @@ func serverMain() int {
 	}
 	et := cfg.EntryTimeout
 	zero := time.Duration(0)
-	var swap func([]string) error
-	var unmount func() error
-	var err error
-	if cfg.View {
-		unmount, swap, err = KpathView(cfg.Mnt)
-	} else {
-		opts := &fs.Options{EntryTimeout: &et, AttrTimeout: &et, NegativeTimeout: &zero}
-		opts.MountOptions.AllowOther, opts.MountOptions.DirectMount, opts.MountOptions.DirectMountStrict = true, true, true
-		var srv *fuse.Server
-		srv, err = fs.Mount(cfg.Mnt, top, opts)
-		if err == nil {
-			unmount = srv.Unmount
-		}
-	}
+	opts := &fs.Options{EntryTimeout: &et, AttrTimeout: &et, NegativeTimeout: &zero}
+	opts.MountOptions.AllowOther, opts.MountOptions.DirectMount, opts.MountOptions.DirectMountStrict = true, true, true
+	srv, err := fs.Mount(cfg.Mnt, top, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server: mount:", err)
 		return 1
 	}
-	defer unmount()
-	if swap != nil {
-		if err := swap(cfg.Roots); err != nil {
-			fmt.Fprintln(os.Stderr, "server: swap:", err)
-			return 1
-		}
-	}
+	defer srv.Unmount()
 	rootFD, err := unix.Open(cfg.Mnt, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "server: open mount:", err)
 		return 1
 	}
-	s := &server{cfg: cfg, top: top, swap: swap, rootFD: rootFD, probes: map[string]*probeConn{}}
+	s := &server{cfg: cfg, top: top, rootFD: rootFD, probes: map[string]*probeConn{}}
 	defer s.closeProbes()
 	fmt.Println("ready")
 	sc := bufio.NewScanner(os.Stdin)
@@ -220,7 +193,6 @@ type probeConn struct {
 type server struct {
 	cfg    kpathConfig
 	top    *synthTop
-	swap   func([]string) error // with cfg.View
 	rootFD int
 	probes map[string]*probeConn
 }
@@ -319,18 +291,6 @@ func (s *server) do(a []string) string {
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		return "ok " + strconv.Itoa(t.lookups[a[1]])
-	case "swap": // swap PATH,PATH,... ("-" for none): View.Swap (cfg.View only)
-		if s.swap == nil {
-			return "err not serving a view"
-		}
-		var paths []string
-		if a[1] != "-" {
-			paths = strings.Split(a[1], ",")
-		}
-		if err := s.swap(paths); err != nil {
-			return errReply(err)
-		}
-		return "ok"
 	case "share":
 		if err := Mount("", s.cfg.Mnt, "", unix.MS_SHARED, ""); err != nil {
 			return errReply(err)
