@@ -1,7 +1,11 @@
 // Package mountmgr owns the processes and mounts of `rootfs run`: the
 // namespace daemon, the sandbox init, the wrapped server's launch, reaping
 // and signals, and the private directory the view is mounted on (the view
-// mounts itself: vfs.View.Mount). It knows nothing of MCP.
+// mounts itself: vfs.View.Mount). It knows nothing of MCP, and does not
+// import the view: the roots, tables and placeholders it reads are package
+// rootset's, and RootBinds lays its binds over a [View] (an interface the
+// CLI satisfies with the real view), so the sandbox's init stage links no
+// FUSE.
 //
 // # Processes and the stage protocol
 //

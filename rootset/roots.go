@@ -373,7 +373,7 @@ type Skipped struct {
 }
 
 // Table is an immutable set of entries: once built it never changes, so
-// readers may use it without locks. Replace it as a whole (View.Install).
+// readers may use it without locks. Replace it as a whole (vfs.View.Install).
 type Table struct {
 	entries []*Entry
 	byName  map[string]*Entry

@@ -54,7 +54,7 @@ func TestParseRootTraversal(t *testing.T) {
 // FuzzParseRoot checks the properties every accepted root has: an
 // absolute, lexically clean path without NUL or ".." elements, stable under
 // re-parsing, and the same whether given as a path or as its file:// URI.
-// Every refusal wraps ErrBadRoot. Run: go test -fuzz FuzzParseRoot ./vfs
+// Every refusal wraps ErrBadRoot. Run: go test -fuzz FuzzParseRoot ./rootset
 func FuzzParseRoot(f *testing.F) {
 	for _, s := range []string{
 		"file:///a/b", "file://localhost/a", "/a/../b", "file:///a%2F..", "file:///%2e%2e/etc",

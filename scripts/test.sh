@@ -43,7 +43,7 @@ echo "== go test: end-to-end and run-level tests again on the --strict data path
 ROOTFS_TEST_MODE=strict ROOTFS_TEST_LAYOUT=flat go test -count=1 -p 1 -timeout 30m ./e2e/ ./cmd/...
 
 echo "== go test -race (unit and bridge tests)" >&2
-go test -count=1 -race -short -timeout 15m ./vfs/ ./mcpbridge/
+go test -count=1 -race -short -timeout 15m ./rootset/ ./vfs/ ./mcpbridge/
 
 fuzztime="${ROOTFS_FUZZTIME:-15s}"
 fuzz() { # package target
@@ -52,7 +52,7 @@ fuzz() { # package target
     go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "./$1"
   fi
 }
-fuzz vfs FuzzParseRoot
-fuzz vfs FuzzNames
+fuzz rootset FuzzParseRoot
+fuzz rootset FuzzNames
 fuzz mcpbridge FuzzRouter
 echo "== all tests passed" >&2

@@ -3,18 +3,19 @@
 // read-write passthrough to one host directory or file, at /<name> (flat
 // layout) or at the root's own path (host layout, see Layouts).
 //
-// Roots are decoded by [DecodeRoots] (from a client or a roots file), then
-// parsed and resolved once into an immutable [Table] ([BuildTable]); a
-// [View] serves the current table and is changed only by [View.Install],
-// which builds the table under the view's own rules (reserved names,
-// Options.Allow, Options.Written), refuses one that would hold the view's
-// own mount ([View.Mount]), and swaps it in. The view mounts
-// itself. The go-fuse adapter is the _linux.go files: the View in
-// view_linux.go, the swap Install does in swap_linux.go, the synthetic
-// directories in view_top_linux.go, a node's operations in
-// view_node_linux.go, view_file_linux.go and view_xattr_linux.go, and
-// containment in contain_linux.go; the path helpers they share, which
-// need no FUSE, are in viewpaths.go. Everything below an entry is reached
+// Roots and the immutable tables they are resolved into are package
+// rootset's ([rootset.DecodeRoots], [rootset.BuildTable]), which needs no
+// FUSE; this package is the view that serves them. A [View] serves the
+// current table and is changed only by [View.Install], which builds the
+// table under the view's own rules (Options.TableOptions, the view's own
+// names added to Reserved), refuses one that would hold the view's own
+// mount ([View.Mount]), and swaps it in. The view mounts itself. The
+// go-fuse adapter is the _linux.go files: the View in view_linux.go, the
+// swap Install does in swap_linux.go, the synthetic directories in
+// view_top_linux.go, a node's operations in view_node_linux.go,
+// view_file_linux.go and view_xattr_linux.go, and containment in
+// contain_linux.go; the path helpers they share, which need no FUSE, are
+// in viewpaths.go. Everything below an entry is reached
 // through descriptors, never through host path strings.
 //
 // # Containment
@@ -36,25 +37,9 @@
 // change through one entry cannot redirect another.
 //
 // A root's own path is resolved once, when its table is built, and never
-// through what the sandboxed side could have planted. [TableOptions].Written
-// (a [WriteSet]) records every directory served writable in the session:
-// the writable roots of every table, including the other roots of the table
-// being built, and read-write binds; each is pinned, and the set is bounded
-// ([DefaultWriteLimit]; past it a new writable root is refused rather than
-// recorded). A path without symlinks is opened with RESOLVE_NO_SYMLINKS; any
-// other is walked one component at a time with O_NOFOLLOW, and a symlink is
-// followed only when the directory holding it lies outside every recorded
-// directory (by identity, walking ".."). So a host layout such as
-// /home -> /data/home keeps working, while /ws/app swapped by the server for
-// a link to /etc is refused ([ErrWritableSymlink]), also after /ws has left
-// the roots. The --allow directories ([TableOptions].Allow) are resolved
-// the same way for every table; one reached through such a link is dropped
-// and the restriction stays on. Inside a recorded tree only real
-// directories are crossed, so a root found there lies inside that tree: a
-// directory the server renamed into place gives it only what it was given
-// earlier in the session. The record lasts as long as the process; a link
-// planted in an earlier session looks like one the person made (--allow
-// bounds what any root may be).
+// through what the sandboxed side could have planted: a symlink in a
+// directory served writable in the session ([rootset.WriteSet]) is not
+// followed (see "Resolution" in package rootset).
 //
 // A root may be a directory or a single regular file; roots on kernel file
 // systems (proc, sys, cgroup, ...) are refused when the table is built, and
@@ -67,7 +52,7 @@
 // entries in table order followed by the placeholders of [Options]. Entries
 // whose name is reserved by a placeholder or by go-fuse
 // (".go-fuse-epoll-hack") are hidden and logged; [View.Install] names
-// entries around them (TableOptions.Reserved).
+// entries around them (rootset.TableOptions.Reserved).
 //
 // Files, directories, symlinks and nodes created through the view are
 // chowned to the calling uid/gid (the parent's gid when the parent directory
@@ -79,23 +64,18 @@
 //
 // # Layouts
 //
-// In flat layout (the zero [Layout]) each entry is a top-level name, the
-// last element of its resolved path made unique. In host layout
-// ([LayoutHost], rootfs run's default) each entry is at its lexical path
-// (the client's URI path, cleaned; symlinks are not resolved in it, so the
-// path is the one the client names), and the synthetic part is a tree: the
-// top level and every directory above an entry (rootDir with a path), each
-// listing only the names that lead to an entry or a placeholder, read-only
-// (EPERM), mode 0555, owned by root. The snapshot holds the tree (dirs), so
-// an install swaps names and directories in one step, and invalidates
-// removed and new names and the changed directories at every depth. The
-// table decides placement once ([Entry].ViewPath): a root at, above or
-// below a reserved path (TableOptions.Reserved: in host layout paths such
-// as "usr" or "home/me/.nvm/v20", the sandbox's own mount points) keeps its
-// flat name ([Entry].Displaced), except below TableOptions.Beneath ("tmp");
-// a root inside another directory root is reached through it
-// ([Entry].Covered) and is not an entry of the view; two paths to one
-// directory are two entries. [Entry].ViewURI is then the client's own URI.
+// The table places each root ([rootset.Entry].ViewPath; see "Layouts" in
+// package rootset): in flat layout (the zero [rootset.Layout]) at a
+// top-level name, in host layout ([rootset.LayoutHost], rootfs run's
+// default) at its lexical path, or under its flat name when it is
+// displaced by a reserved path. In host layout the view's synthetic part
+// is a tree: the top level and every directory above an entry (rootDir
+// with a path), each listing only the names that lead to an entry or a
+// placeholder, read-only (EPERM), mode 0555, owned by root. The snapshot
+// holds the tree (dirs), so an install swaps names and directories in one
+// step, and invalidates removed and new names and the changed directories
+// at every depth. A root inside another directory root is reached through
+// it ([rootset.Entry].Covered) and is not an entry of the view.
 //
 // # Errors
 //

@@ -1,5 +1,5 @@
 // Package cli is the rootfs command line: it parses flags, builds the logger,
-// wires vfs, mcpbridge and mountmgr together, and maps errors to exit codes.
+// wires rootset, vfs, mcpbridge and mountmgr together, and maps errors to exit codes.
 // It holds no logic another command could need.
 //
 // # Exit codes
