@@ -11,12 +11,15 @@ import (
 	"testing"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/internal/testutil"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
 
 func TestMain(m *testing.M) {
 	linux.KpathView = serveView
-	os.Exit(linux.KpathMain(m))
+	code := linux.KpathMain(m)
+	testutil.RemoveControlTestBinary()
+	os.Exit(code)
 }
 
 // serveView mounts a View with no host watcher and no kernel caching of
