@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // openDir opens dir, which Plan resolved (it holds no symlink), one
@@ -97,74 +99,12 @@ func writeAtomic(name string, data []byte, st fs.FileInfo) error {
 // directories in the user's state directory.
 func writeBackup(dir, file string, data []byte, st fs.FileInfo) error {
 	name := BackupPath(dir, file)
-	exist := filepath.Clean(dir)
-	for {
-		if _, err := os.Lstat(exist); err == nil {
-			break
-		}
-		up := filepath.Dir(exist)
-		if up == exist {
-			break
-		}
-		exist = up
-	}
-	real, err := filepath.EvalSymlinks(exist)
+	dfd, at, err := linux.OpenMkdirAll(filepath.Dir(name), openDir, checkLinkOwners)
 	if err != nil {
 		return err
-	}
-	rst, err := os.Stat(real)
-	if err != nil {
-		return err
-	}
-	if err := checkLinkOwners(exist, rst); err != nil {
-		return err
-	}
-	rel, err := filepath.Rel(exist, filepath.Dir(name))
-	if err != nil {
-		return err
-	}
-	dfd, err := openDir(real)
-	if err != nil {
-		return err
-	}
-	at := real
-	for _, c := range strings.Split(rel, "/") {
-		if c == "." || c == "" {
-			continue
-		}
-		next, err := mkdirOpen(dfd, c)
-		unix.Close(dfd)
-		if err != nil {
-			return &fs.PathError{Op: "mkdir", Path: filepath.Join(at, c), Err: err}
-		}
-		dfd, at = next, filepath.Join(at, c)
 	}
 	defer unix.Close(dfd)
 	return writeAtomicAt(dfd, at, filepath.Base(name), data, st)
-}
-
-// mkdirOpen opens the directory name in dfd without following a symlink,
-// making it first if it is missing (mode 0700; as root, owned as dfd is).
-func mkdirOpen(dfd int, name string) (int, error) {
-	err := unix.Mkdirat(dfd, name, 0o700)
-	made := err == nil
-	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return -1, err
-	}
-	if made && os.Geteuid() == 0 {
-		var pst unix.Stat_t
-		if err := unix.Fstat(dfd, &pst); err != nil {
-			return -1, err
-		}
-		if err := unix.Fchownat(dfd, name, int(pst.Uid), int(pst.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return -1, err
-		}
-	}
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-		return -1, fmt.Errorf("not a directory (a symlink?): %w", err)
-	}
-	return fd, err
 }
 
 // writeAtomicAt is writeAtomic in the directory dfd (named dir in errors).

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // keepOwner gives f the owner and group of the file st describes, when this
@@ -29,21 +30,8 @@ func keepOwner(f *os.File, st fs.FileInfo) error {
 // directory above it, except links root owns (a /home -> /data/home layout
 // is root's own doing).
 func checkLinkOwners(path string, target fs.FileInfo) error {
-	if os.Geteuid() != 0 {
-		return nil
+	if link, luid, tuid := linux.ForeignLink(path, target); link != "" {
+		return fmt.Errorf("%s: reached through the symlink %s (owner uid %d) but owned by uid %d; as root, rootfs wrap rewrites only files the link's owner owns (run it as that user, or give the real path)", path, link, luid, tuid)
 	}
-	ts, ok := target.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	for p := path; ; p = filepath.Dir(p) {
-		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 {
-			if ls, ok := st.Sys().(*syscall.Stat_t); ok && ls.Uid != 0 && ls.Uid != ts.Uid {
-				return fmt.Errorf("%s: reached through the symlink %s (owner uid %d) but owned by uid %d; as root, rootfs wrap rewrites only files the link's owner owns (run it as that user, or give the real path)", path, p, ls.Uid, ts.Uid)
-			}
-		}
-		if d := filepath.Dir(p); d == p {
-			return nil
-		}
-	}
+	return nil
 }

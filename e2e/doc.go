@@ -11,6 +11,9 @@
 //   - @modelcontextprotocol/server-filesystem and server-everything from npm,
 //     pinned by package-lock.json.
 //   - go-sdk v1.8.0 clients in-process, and a raw JSON-RPC client for faults.
+//   - firstcall.mjs: the TypeScript SDK client again, running the first calls of many fresh
+//     sessions a few at a time (firstcall_test.go); tap/tap.mjs, preloaded into the server,
+//     records what it reads and when it takes its roots in.
 //
 // # Running
 //
@@ -22,7 +25,10 @@
 // prerequisite fails instead. TestMain prints the count of cases and negative
 // controls at the end. ROOTFS_E2E_BIN runs the suite against another
 // rootfs binary, ROOTFS_E2E_CONTROL_BIN names the matching control build
-// (-tags rootfs_control, see internal/control) for the negative controls.
+// (-tags rootfs_control, see internal/control) for the negative controls,
+// and ROOTFS_E2E_NOHOLD_BIN the one without the hold of the client's
+// messages for the roots (-tags rootfs_control_nohold) for the first-call
+// controls.
 //
 // # Soak
 //

@@ -94,29 +94,45 @@ func startToInitialize(argv, env []string) (time.Duration, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
+	d, stderr, err := timeSession(argv, env, dir,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`,
+		func(line string, stdin io.Writer) bool {
+			return strings.Contains(line, `"id":1`) && strings.Contains(line, `"result"`)
+		})
+	if err == nil && os.Getenv("ROOTFS_BENCH_STDERR") != "" {
+		os.Stderr.WriteString(stderr)
+	}
+	return d, err
+}
+
+// timeSession starts argv in dir, writes first to its stdin and hands each
+// line of its stdout to step (which may answer on stdin) until step says
+// done; it returns the time from the start to then, and the tail of
+// stderr. It then closes stdin and waits for the exit (not timed).
+func timeSession(argv, env []string, dir, first string, step func(line string, stdin io.Writer) bool) (time.Duration, string, error) {
 	start := time.Now()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	stderr := newTail(16 << 10)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`+"\n")
+	_, _ = io.WriteString(stdin, first+"\n")
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var d time.Duration
 	for sc.Scan() {
-		if strings.Contains(sc.Text(), `"id":1`) && strings.Contains(sc.Text(), `"result"`) {
+		if step(sc.Text(), stdin) {
 			d = time.Since(start)
 			break
 		}
@@ -132,12 +148,9 @@ func startToInitialize(argv, env []string) (time.Duration, error) {
 		<-done
 	}
 	if d == 0 {
-		return 0, &benchError{argv: argv, stderr: stderr.String()}
+		return 0, stderr.String(), &benchError{argv: argv, stderr: stderr.String()}
 	}
-	if os.Getenv("ROOTFS_BENCH_STDERR") != "" {
-		os.Stderr.WriteString(stderr.String())
-	}
-	return d, nil
+	return d, stderr.String(), nil
 }
 
 type benchError struct {
@@ -233,59 +246,24 @@ func BenchmarkNodeStartup(b *testing.B) {
 // sends initialized and tools/list, and returns the time to the tools/list
 // answer.
 func startToTools(argv, env []string, root string) (time.Duration, error) {
-	start := time.Now()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Dir = root
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return 0, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return 0, err
-	}
-	stderr := newTail(16 << 10)
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"bench","version":"0"}}}`+"\n")
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var d time.Duration
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.Contains(line, `"method":"roots/list"`):
-			var m struct {
-				ID json.RawMessage `json:"id"`
+	d, _, err := timeSession(argv, env, root,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true}},"clientInfo":{"name":"bench","version":"0"}}}`,
+		func(line string, stdin io.Writer) bool {
+			switch {
+			case strings.Contains(line, `"method":"roots/list"`):
+				var m struct {
+					ID json.RawMessage `json:"id"`
+				}
+				_ = json.Unmarshal([]byte(line), &m)
+				_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":[{"uri":"file://`+root+`","name":"proj"}]}}`+"\n")
+			case strings.Contains(line, `"id":1`) && strings.Contains(line, `"result"`):
+				_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+			case strings.Contains(line, `"id":2`) && strings.Contains(line, `"tools"`):
+				return true
 			}
-			_ = json.Unmarshal([]byte(line), &m)
-			_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":[{"uri":"file://`+root+`","name":"proj"}]}}`+"\n")
-		case strings.Contains(line, `"id":1`) && strings.Contains(line, `"result"`):
-			_, _ = io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
-		case strings.Contains(line, `"id":2`) && strings.Contains(line, `"tools"`):
-			d = time.Since(start)
-		}
-		if d != 0 {
-			break
-		}
-	}
-	stdin.Close()
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
-	if d == 0 {
-		return 0, &benchError{argv: argv, stderr: stderr.String()}
-	}
-	return d, nil
+			return false
+		})
+	return d, err
 }
 
 func medianOf(xs []float64) float64 {

@@ -53,7 +53,8 @@ func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 // FuzzRouter feeds lines to both sides of the router, through what the client and server loops
 // run for each line they read (fromClient, fromServer). Each input line's first byte picks the side
 // (even: from the client, odd: from the server); "PFX" is replaced by rootfs's id prefix so the
-// fuzzer can aim at rootfs's own ids. Each input runs twice: on a bridge whose client has
+// fuzzer can aim at rootfs's own ids, and "SPFX" by the prefix of its pings to the server (so
+// it can end the hold). Each input runs twice: on a bridge whose client has
 // initialized and declared roots, so rootfs has a roots/list outstanding and holds the client's
 // messages for the server, and on a fresh bridge, where the client's requests reach the server
 // at once, before any roots are installed (as a client's requests before its initialized do).
@@ -82,6 +83,9 @@ func FuzzRouter(f *testing.F) {
 		"1" + `{"jsonrpc":"2.0","id":"PFX1","method":"x/unknown"}` + "\n0" + `{"jsonrpc":"2.0","id":"PFX1","error":{"code":-32601,"message":"x"}}`,
 		"1" + `[{"jsonrpc":"2.0","id":"0PFX","method":"sampling/createMessage"},{"jsonrpc":"2.0","id":3,"method":"ping"}]`,
 		"1" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"PFX1"}}`,
+		"0" + `{"jsonrpc":"2.0","id":5,"method":"tools/call"}` + "\n0" + `{"jsonrpc":"2.0","id":"PFX1","result":{"roots":[]}}` +
+			"\n1" + `{"jsonrpc":"2.0","id":7,"method":"roots/list"}` + "\n1" + `{"jsonrpc":"2.0","id":"SPFX1","result":{}}` +
+			"\n1" + `{"jsonrpc":"2.0","id":"SPFX2","error":{"code":1,"message":"x"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -105,7 +109,8 @@ func routeFuzzed(t *testing.T, data []byte, initialized bool) {
 		if len(line) == 0 {
 			continue
 		}
-		side, msg := line[0], bytes.ReplaceAll(line[1:], []byte("PFX"), []byte(b.prefix))
+		msg := bytes.ReplaceAll(line[1:], []byte("SPFX"), []byte(b.srvPrefix))
+		side, msg := line[0], bytes.ReplaceAll(msg, []byte("PFX"), []byte(b.prefix))
 		if side%2 == 0 {
 			b.fromClient(msg)
 			continue
@@ -117,6 +122,12 @@ func routeFuzzed(t *testing.T, data []byte, initialized bool) {
 		}
 		b.fromServer(msg)
 	}
+	// As Run ends: a release in progress (started by the server's answer to rootfs's ping)
+	// finishes, a later one does nothing.
+	close(b.closing)
+	b.hmu.Lock()
+	//lint:ignore SA2001 a barrier: wait for the releases in progress
+	b.hmu.Unlock()
 	b.toClient.closeAfterDrain(time.Minute)
 	b.toServer.closeAfterDrain(time.Minute)
 	b.stopTimers()

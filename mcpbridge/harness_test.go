@@ -89,8 +89,11 @@ type harness struct {
 
 	cliLines, srvLines chan string // filled by startRaw readers
 	srvSkipped         []string    // server lines sync passed over
-	done               chan error
-	ended              time.Time
+	// manualPings: the test answers rootfs's pings to the server itself; otherwise the raw
+	// server's reader answers them at once and the test never sees them.
+	manualPings bool
+	done        chan error
+	ended       time.Time
 }
 
 func newHarness(t *testing.T, mod func(*Options)) *harness {
@@ -155,8 +158,36 @@ func (h *harness) startRaw(client, server bool) {
 	}
 	if server {
 		h.srvLines = make(chan string, 4096)
-		go read(h.srvR, h.srvLines)
+		if h.manualPings {
+			go read(h.srvR, h.srvLines)
+			return
+		}
+		pings := make(chan string, 4096)
+		go read(h.srvR, pings)
+		go func() {
+			defer close(h.srvLines)
+			for l := range pings {
+				if id, ok := h.rootfsPing(l); ok {
+					_, _ = io.WriteString(h.srvW, `{"jsonrpc":"2.0","id":"`+id+`","result":{}}`+"\n")
+					continue
+				}
+				h.srvLines <- l
+			}
+		}()
 	}
+}
+
+// rootfsPing reports whether line is rootfs's ping to the server, and its id.
+func (h *harness) rootfsPing(line string) (string, bool) {
+	var m struct {
+		ID     any    `json:"id"`
+		Method string `json:"method"`
+	}
+	if json.Unmarshal([]byte(line), &m) != nil || m.Method != "ping" {
+		return "", false
+	}
+	id, ok := m.ID.(string)
+	return id, ok && strings.HasPrefix(id, h.b.srvPrefix)
 }
 
 const hang = 10 * time.Second // guard against a hung test, not a timing assertion
@@ -259,6 +290,32 @@ func (h *harness) sync(id string) (skipped []string) {
 			return skipped
 		}
 		skipped = append(skipped, l)
+	}
+}
+
+// syncServer makes a ping round trip server→client→server, so that everything the bridge read
+// from the server before it has been handled (client messages held for the roots do not delay
+// it: the client's answer to a server request is never held). It returns the client lines it
+// passed over; the server lines go to srvSkipped.
+func (h *harness) syncServer(id string) (skipped []string) {
+	h.t.Helper()
+	ping := `{"jsonrpc":"2.0","id":"` + id + `","method":"ping"}`
+	h.serverSend(ping)
+	for {
+		l := h.clientRecv()
+		if l == ping {
+			break
+		}
+		skipped = append(skipped, l)
+	}
+	reply := `{"jsonrpc":"2.0","id":"` + id + `","result":{}}`
+	h.clientSend(reply)
+	for {
+		l := h.serverRecv()
+		if l == reply {
+			return skipped
+		}
+		h.srvSkipped = append(h.srvSkipped, l)
 	}
 }
 

@@ -135,7 +135,7 @@ func TestHeldBounded(t *testing.T) {
 	expect(t, h.serverRecv(), `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`)
 	h.clientSend(ping("13"))
 	expect(t, h.serverRecv(), ping("13"))
-	if n := h.logs.FilterMessage("dropped a client notification: too many messages held for the first roots").Len(); n != 1 {
+	if n := h.logs.FilterMessage("dropped a client notification: too many messages held for the roots").Len(); n != 1 {
 		t.Errorf("%d drop logs, want 1", n)
 	}
 }

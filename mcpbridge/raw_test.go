@@ -277,23 +277,35 @@ func TestListChangedFloodCoalesced(t *testing.T) {
 	for range flood {
 		h.clientSend(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`)
 	}
-	fetches := 0
-	next := []string{h.clientRecv()}
-	for len(next) > 0 {
-		m := decode(t, next[0])
-		if m["method"] != "roots/list" {
-			t.Fatalf("unexpected %v", m)
-		}
-		fetches++
-		// Answer; if the bridge queued another fetch, it arrives before the ping's reply.
-		h.clientSend(rootsReply(m["id"].(string), dirs[0], dirs[1]))
-		next = h.sync(fmt.Sprintf("f%d", fetches))
-	}
-	// sync drained server lines up to the ping: count notifications seen there too.
-	notified := 0
-	for _, l := range h.srvSkipped {
-		if l == `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}` {
-			notified++
+	// The client's ping waits while the roots change: it reaches the server once the last
+	// fetch is answered. Until then, answer every roots/list.
+	after, afterReply := ping(`"after"`), `{"jsonrpc":"2.0","id":"after","result":{}}`
+	h.clientSend(after)
+	fetches, notified := 0, 0
+	for done := false; !done; {
+		select {
+		case l := <-h.cliLines:
+			if l == afterReply {
+				done = true
+				continue
+			}
+			m := decode(t, l)
+			if m["method"] != "roots/list" {
+				t.Fatalf("unexpected %v", m)
+			}
+			fetches++
+			h.clientSend(rootsReply(m["id"].(string), dirs[0], dirs[1]))
+		case l := <-h.srvLines:
+			switch l {
+			case after:
+				h.serverSend(afterReply)
+			case `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`:
+				notified++
+			default:
+				t.Fatalf("server got %s", l)
+			}
+		case <-time.After(hang):
+			t.Fatal("stuck")
 		}
 	}
 	t.Logf("%d list_changed notifications caused %d roots/list fetches and %d list_changed to the server", flood, fetches, notified)
@@ -398,7 +410,8 @@ func TestServerRequestWithRootfsIDRefused(t *testing.T) {
 	id2 := decode(t, h.clientRecv())["id"].(string)
 
 	h.serverSend(`{"jsonrpc":"2.0","id":"` + id2 + `","method":"x/unknown"}`)
-	reached := h.sync("s2")
+	// The client's messages wait while the roots are fetched: sync from the server's side.
+	reached := h.syncServer("s2")
 	// The client answers what reached it as clients answer a method they do not know, then
 	// answers rootfs's roots/list with the same roots.
 	for _, l := range reached {
@@ -469,7 +482,8 @@ func TestServerCancelOfRootfsIDDropped(t *testing.T) {
 	id2 := decode(t, h.clientRecv())["id"].(string)
 
 	h.serverSend(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + id2 + `"}}`)
-	reached := h.sync("s2")
+	// The client's messages wait while the roots are fetched: sync from the server's side.
+	reached := h.syncServer("s2")
 	if len(reached) == 0 { // a client that honours a cancel does not answer
 		h.clientSend(rootsReply(id2, dirs[0]))
 	}

@@ -80,7 +80,7 @@ func (b *Bridge) fromClient(line []byte) {
 	if t[0] != '[' {
 		r := b.routeClient(t)
 		if r.fwd != nil {
-			b.forwardToServer(r.fwd, r.kind == kindResponse)
+			b.forwardToServer(r.fwd, r.kind == kindResponse, r.waits)
 		}
 		if r.reply != nil {
 			b.sendClient(r.reply)
@@ -104,7 +104,7 @@ func (b *Bridge) fromClient(line []byte) {
 	// While messages are held, a batch is held rebuilt from its forwarded elements, whose bytes
 	// the hold has counted (the line's whitespace is not).
 	verbatim := !b.roots.isHolding()
-	responses := true
+	responses, waits := true, false
 	var fwds, replies [][]byte
 	var afters []func()
 	for _, el := range els {
@@ -115,6 +115,7 @@ func (b *Bridge) fromClient(line []byte) {
 		if r.fwd != nil {
 			fwds = append(fwds, r.fwd)
 			responses = responses && r.kind == kindResponse
+			waits = waits || r.waits
 		}
 		if r.reply != nil {
 			replies = append(replies, r.reply)
@@ -125,9 +126,9 @@ func (b *Bridge) fromClient(line []byte) {
 	}
 	switch {
 	case verbatim:
-		b.forwardToServer(t, responses)
+		b.forwardToServer(t, responses, waits)
 	case len(fwds) > 0:
-		b.forwardToServer(joinBatch(fwds), responses)
+		b.forwardToServer(joinBatch(fwds), responses, waits)
 	}
 	if len(replies) > 0 {
 		b.sendClient(withNewline(joinBatch(replies)))
@@ -155,6 +156,7 @@ func (b *Bridge) fromServer(line []byte) {
 // route is what handling one message decided.
 type route struct {
 	kind  kind   // of the message forwarded
+	waits bool   // a request that may depend on the roots (see rootsState's settle)
 	fwd   []byte // bytes to forward (the message itself, or an edited copy); nil: not forwarded
 	reply []byte // rootfs's own reply to the sender (ends in '\n'); nil: none
 	after func() // run after fwd is written (or held)
@@ -203,16 +205,16 @@ func (b *Bridge) routeClient(el []byte) route {
 		}
 		if !b.roots.hold(len(el)) {
 			b.pending.take(e.id)
-			b.refusedHeld.add(b.log, "refused a client request: too many messages held for the first roots",
+			b.refusedHeld.add(b.log, "refused a client request: too many messages held for the roots",
 				zap.String("method", e.method), zap.Int("max_held", maxHeld))
 			return route{reply: errorReply(e.id, codeLimit, fmt.Sprintf(
-				"rootfs: still fetching the client's first roots and already holding %d messages (or %d bytes) for the server; retry once roots/list is answered", maxHeld, b.opts.MaxLine), nil)}
+				"rootfs: still giving the server the client's roots (roots/list) and already holding %d messages (or %d bytes) for it; retry once roots/list is answered", maxHeld, b.opts.MaxLine), nil)}
 		}
 		if e.method == methodInitialize {
 			b.init.forwarded()
 			return route{kind: kindRequest, fwd: b.editInitialize(&e)}
 		}
-		return route{kind: kindRequest, fwd: el}
+		return route{kind: kindRequest, fwd: el, waits: !noRootsMethods[e.method]}
 	case kindNotification:
 		switch e.method {
 		case methodInitialized:
@@ -231,7 +233,7 @@ func (b *Bridge) routeClient(el []byte) route {
 			}
 		}
 		if !b.roots.hold(len(el)) {
-			b.refusedHeld.add(b.log, "dropped a client notification: too many messages held for the first roots",
+			b.refusedHeld.add(b.log, "dropped a client notification: too many messages held for the roots",
 				zap.String("method", e.method), zap.Int("max_held", maxHeld))
 			return route{}
 		}
@@ -377,6 +379,10 @@ func (b *Bridge) routeServer(el []byte) []byte {
 			return nil
 		}
 		if !b.pending.take(e.id) {
+			if e.id.hasPrefix(b.srvPrefix) {
+				b.barrierReply(e.id)
+				return nil
+			}
 			b.log.Warn("dropped a reply from the server to no pending request", zap.Stringer("id", e.id))
 			return nil
 		}

@@ -8,10 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // hostUID is the uid that this process's effective uid is in the parent
@@ -146,45 +147,9 @@ func PrepareLayers(spec *Spec, log *zap.Logger) (release func()) {
 // making it and what is missing above it, and returns a descriptor to
 // lock and its real path.
 func openServerLayer(dir string) (fd int, real string, err error) {
-	exist := filepath.Clean(dir)
-	for {
-		if _, err := os.Lstat(exist); err == nil {
-			break
-		}
-		up := filepath.Dir(exist)
-		if up == exist {
-			break
-		}
-		exist = up
-	}
-	if real, err = filepath.EvalSymlinks(exist); err != nil {
-		return -1, "", err
-	}
-	st, err := os.Stat(real)
+	dfd, real, err := linux.OpenMkdirAll(dir, openNoFollow, checkLinkOwners)
 	if err != nil {
 		return -1, "", err
-	}
-	if err := checkLinkOwners(exist, st); err != nil {
-		return -1, "", err
-	}
-	rel, err := filepath.Rel(exist, dir)
-	if err != nil {
-		return -1, "", err
-	}
-	dfd, err := openNoFollow(real)
-	if err != nil {
-		return -1, "", err
-	}
-	for _, c := range strings.Split(rel, "/") {
-		if c == "." || c == "" {
-			continue
-		}
-		next, _, err := mkdirOpen(dfd, c, 0o700)
-		unix.Close(dfd)
-		if err != nil {
-			return -1, "", &fs.PathError{Op: "mkdir", Path: filepath.Join(real, c), Err: err}
-		}
-		dfd, real = next, filepath.Join(real, c)
 	}
 	// A descriptor that flock accepts (not O_PATH), on the directory itself.
 	fd, err = unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -200,7 +165,7 @@ func openServerLayer(dir string) (fd int, real string, err error) {
 // cache lower, since the overlay's root shows them, and name/work. It
 // reports whether it made name.
 func makeLayer(sfd int, name, lower string) (bool, error) {
-	lfd, made, err := mkdirOpen(sfd, name, 0o700)
+	lfd, made, err := linux.MkdirOwnedAt(sfd, name, 0o700)
 	if err != nil {
 		return false, err
 	}
@@ -209,7 +174,7 @@ func makeLayer(sfd int, name, lower string) (bool, error) {
 	if err := unix.Stat(lower, &lst); err != nil {
 		return false, &fs.PathError{Op: "stat", Path: lower, Err: err}
 	}
-	ufd, umade, err := mkdirOpen(lfd, "upper", 0o700)
+	ufd, umade, err := linux.MkdirOwnedAt(lfd, "upper", 0o700)
 	if err != nil {
 		return false, err
 	}
@@ -226,7 +191,7 @@ func makeLayer(sfd int, name, lower string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	wfd, _, err := mkdirOpen(lfd, "work", 0o700)
+	wfd, _, err := linux.MkdirOwnedAt(lfd, "work", 0o700)
 	if err != nil {
 		return false, err
 	}
@@ -247,59 +212,15 @@ func openNoFollow(dir string) (int, error) {
 	return fd, nil
 }
 
-// mkdirOpen opens the directory name in dfd without following a symlink,
-// making it first if it is missing (mode perm; as root, owned as dfd is),
-// and reports whether it made it.
-func mkdirOpen(dfd int, name string, perm uint32) (int, bool, error) {
-	err := unix.Mkdirat(dfd, name, perm)
-	made := err == nil
-	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return -1, false, err
-	}
-	if made && os.Geteuid() == 0 {
-		var pst unix.Stat_t
-		if err := unix.Fstat(dfd, &pst); err != nil {
-			return -1, false, err
-		}
-		var st unix.Stat_t
-		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			return -1, false, err
-		}
-		if st.Uid != pst.Uid || st.Gid != pst.Gid {
-			if err := unix.Fchownat(dfd, name, int(pst.Uid), int(pst.Gid), unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return -1, false, err
-			}
-		}
-	}
-	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-		return -1, false, fmt.Errorf("%s: not a directory (a symlink?): %w", name, err)
-	}
-	return fd, made, err
-}
-
 // checkLinkOwners refuses, as root, a state directory reached through a
 // symlink owned by someone other than root and the owner of where it
 // leads: root, running for a user's HOME, must not make directories (and
 // keep a server's writes) wherever a user's link points.
 func checkLinkOwners(path string, target fs.FileInfo) error {
-	if os.Geteuid() != 0 {
-		return nil
+	if link, luid, tuid := linux.ForeignLink(path, target); link != "" {
+		return fmt.Errorf("%s: reached through the symlink %s (owner uid %d) but owned by uid %d; as root, rootfs keeps a server's writes only where the link's owner may write", path, link, luid, tuid)
 	}
-	ts, ok := target.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	for p := path; ; p = filepath.Dir(p) {
-		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 {
-			if ls, ok := st.Sys().(*syscall.Stat_t); ok && ls.Uid != 0 && ls.Uid != ts.Uid {
-				return fmt.Errorf("%s: reached through the symlink %s (owner uid %d) but owned by uid %d; as root, rootfs keeps a server's writes only where the link's owner may write", path, p, ls.Uid, ts.Uid)
-			}
-		}
-		if d := filepath.Dir(p); d == p {
-			return nil
-		}
-	}
+	return nil
 }
 
 // treeSize adds up the sizes of the files below dir, without following
