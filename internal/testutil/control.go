@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 
@@ -62,4 +64,40 @@ func RemoveControlTestBinary() {
 	if controlTest.dir != "" {
 		_ = os.RemoveAll(controlTest.dir)
 	}
+}
+
+// Control makes the rest of t a negative control with knobs on, for a test
+// whose control runs in the test process. Where the knobs are all on (a
+// control build started with them) it returns false, and t goes on.
+// Anywhere else it runs t alone in a control build of the test binary
+// (ControlTestBinary) with the knobs on, fails t if that run did not pass
+// it, and returns true: t must then return.
+func Control(t testing.TB, knobs ...control.Knob) (ranElsewhere bool) {
+	t.Helper()
+	on := true
+	for _, k := range knobs {
+		on = on && control.On(k)
+	}
+	if on {
+		return false
+	}
+	var run []string
+	for _, part := range strings.Split(t.Name(), "/") {
+		run = append(run, "^"+regexp.QuoteMeta(part)+"$")
+	}
+	args := []string{"-test.run=" + strings.Join(run, "/"), "-test.count=1", "-test.v"}
+	if testing.Short() {
+		args = append(args, "-test.short")
+	}
+	setting := control.EnvVar + "=" + control.Names(knobs...)
+	cmd := exec.Command(ControlTestBinary(t), args...)
+	cmd.Env = append(os.Environ(), setting)
+	out, err := cmd.CombinedOutput()
+	// A pattern that matched nothing would pass too: the run must name t.
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()+" (") {
+		t.Errorf("%s in a control build with %s: %v\n%s", t.Name(), setting, err, out)
+	} else if testing.Verbose() {
+		t.Logf("ran in a control build with %s:\n%s", setting, out)
+	}
+	return true
 }
