@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/vfs"
 	"go.uber.org/zap"
 )
@@ -114,10 +115,6 @@ var noRootsMethods = map[string]bool{
 
 type counted struct{ n, bytes int }
 
-// holdForRoots turns the hold on. Only negative controls turn it off (export_test.go, and the
-// test-only build tag rootfs_control_nohold).
-var holdForRoots = true
-
 func newRootsState(prefix, srvPrefix string, timeout, settle time.Duration, maxHeldBytes int) *rootsState {
 	return &rootsState{
 		prefix: prefix, srvPrefix: srvPrefix, timeout: timeout, settleFor: settle, maxHeldBytes: maxHeldBytes,
@@ -142,7 +139,7 @@ func (s *rootsState) initialize() (fetch, ok bool) {
 		return false, false
 	}
 	s.initialized = true
-	s.holding = holdForRoots
+	s.holding = !control.On(control.NoRootsHold)
 	return s.clientRoots, true
 }
 
@@ -159,7 +156,7 @@ func (s *rootsState) requestFetch() (id msgID, why string) {
 	case s.unsupported:
 		return msgID{}, "client does not support roots/list"
 	}
-	if holdForRoots {
+	if !control.On(control.NoRootsHold) {
 		s.holding = true
 		s.epoch++
 	}

@@ -65,6 +65,13 @@ const (
 	// checkBindSources; e2e TestNestedRoot*, TestHostLayoutNestedRoot).
 	NoWriteSet
 
+	// NoRootsHold lets the client's messages through to the server at
+	// once instead of holding them until the server has the roots, so a
+	// call can overtake them (mcpbridge rootsState; mcpbridge
+	// TestFirstCallAfterServerRoots, TestCallAfterListChangedSeesNewRoots,
+	// e2e TestServerFilesystemFirstCalls).
+	NoRootsHold
+
 	// NoSwapInvalidate stops the view's swap of roots from notifying the
 	// kernel, which then keeps serving what it cached (vfs swap; vfs
 	// TestViewSwapControl, the host-layout swap tests).
@@ -125,6 +132,7 @@ var names = [numKnobs]string{
 	NoTmpMountCheck:      "no-tmp-mount-check",
 	NoTmpRefresh:         "no-tmp-refresh",
 	NoWriteSet:           "no-write-set",
+	NoRootsHold:          "no-roots-hold",
 	NoSwapInvalidate:     "no-swap-invalidate",
 	NoOpenDrop:           "no-open-drop",
 	NoFDRelief:           "no-fd-relief",
