@@ -114,7 +114,8 @@
 // one write(2) per message. router.go reads each side and decides, per message, what to answer,
 // forward or hold. Two small types keep the session's state, each under its own lock:
 // forwarded.go (the client's requests in flight) and roots.go (the roots state machine: fetch,
-// queue, waiters, the hold and its ping; and the Bridge's I/O for it). limits.go holds the limits
+// queue, waiters, the hold and its ping); rootsio.go is the Bridge's I/O for the roots, which
+// that state machine decides and the Bridge carries out. limits.go holds the limits
 // below. ended.go is what the client is told when no server will answer it: Refuse for a session
 // that could not start, and the Bridge's answer to an initialize the server left unanswered (it
 // waits at most ClientWait for one the client has not sent yet).
