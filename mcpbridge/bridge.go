@@ -336,14 +336,17 @@ func New(opts Options) (*Bridge, error) {
 		prefix:    prefix,
 		srvPrefix: srvPrefix,
 		pending:   newForwarded(),
-		roots:     newRootsState(prefix, srvPrefix, opts.RootsTimeout, opts.RootsSettle, opts.MaxLine),
 		init:      newInitState(),
 		ended:     make(chan endCause, 4),
 		done:      make(chan struct{}),
 		closing:   make(chan struct{}),
 	}
-	b.roots.onFetchTimeout, b.roots.onWaiterTimeout, b.roots.onBarrierTimeout = b.fetchTimedOut, b.waiterTimedOut, b.barrierTimedOut
-	b.roots.onSettled = b.releaseHeldLocked
+	b.roots = newRootsState(prefix, srvPrefix, opts.RootsTimeout, opts.RootsSettle, opts.MaxLine, rootsHooks{
+		fetchTimeout:   b.fetchTimedOut,
+		waiterTimeout:  b.waiterTimedOut,
+		barrierTimeout: b.barrierTimedOut,
+		settled:        b.releaseHeldLocked,
+	})
 	b.exitMsg = sync.OnceValue(func() string {
 		if opts.ServerExit == nil {
 			return "rootfs: the server exited before answering"
