@@ -257,8 +257,9 @@ const (
 // Bridge routes one MCP session. Create it with New; Run it once.
 //
 // Its state is in small types, each with its own lock: the peers' writers (peerWriter), the
-// client's requests in flight (forwarded) and the roots state machine (rootsState). The wire
-// format is in wire.go; the Bridge holds no lock of its own across a call into them.
+// client's requests in flight (forwarded), the roots state machine (rootsState) and the client's
+// initialize (initState); none of those locks is held while another is taken. The wire format
+// is in wire.go. Lock order: hmu, then relMu, then any one of the small types' locks.
 type Bridge struct {
 	opts   Options
 	log    *zap.Logger
@@ -274,10 +275,7 @@ type Bridge struct {
 	init     *initState  // the client's initialize, for a server that ends before answering it
 	exitMsg  func() string
 
-	ended   chan endCause // first side to end
-	done    chan struct{} // closed when Run returns; late handlers do nothing
-	ran     atomic.Bool
-	closing chan struct{} // closed when Run starts shutting down
+	life lifecycle
 	// relMu serialises the releases of held messages, which may start on the client loop, a
 	// timer or a goroutine of their own, so that they reach the server in order.
 	relMu sync.Mutex
@@ -285,8 +283,25 @@ type Bridge struct {
 	// returns, so that no handler touches the View after Run returned.
 	hmu sync.RWMutex
 
-	// Refusals past each limit, for rate-limited logs.
-	refusedWaiters, refusedPending, refusedHeld, refusedBatch, droppedOwn refusalLog
+	refused refusals
+}
+
+// lifecycle is how far Run has got, for the loops, handlers and timers that must stop with it.
+// Its channels are made by New and never replaced.
+type lifecycle struct {
+	ran     atomic.Bool
+	ended   chan endCause // first side to end
+	closing chan struct{} // closed when Run starts shutting down
+	done    chan struct{} // closed when Run returns
+}
+
+// refusals are the refusals past each limit, for rate-limited logs.
+type refusals struct {
+	waiters refusalLog // the server's roots/list past maxWaiters
+	pending refusalLog // the client's requests past maxPending
+	held    refusalLog // the client's messages past the hold's bounds
+	batch   refusalLog // batches past maxBatch, either way
+	own     refusalLog // rootfs's own messages dropped for a peer that does not read
 }
 
 type endCause struct {
@@ -337,9 +352,11 @@ func New(opts Options) (*Bridge, error) {
 		srvPrefix: srvPrefix,
 		pending:   newForwarded(),
 		init:      newInitState(),
-		ended:     make(chan endCause, 4),
-		done:      make(chan struct{}),
-		closing:   make(chan struct{}),
+		life: lifecycle{
+			ended:   make(chan endCause, 4),
+			done:    make(chan struct{}),
+			closing: make(chan struct{}),
+		},
 	}
 	b.roots = newRootsState(prefix, srvPrefix, opts.RootsTimeout, opts.RootsSettle, opts.MaxLine, rootsHooks{
 		fetchTimeout:   b.fetchTimedOut,
@@ -361,10 +378,10 @@ func New(opts Options) (*Bridge, error) {
 // It does not close ClientIn or wait for a read blocked on it: the caller exits or closes it.
 // The bridge never starts or signals processes.
 func (b *Bridge) Run(ctx context.Context) error {
-	if !b.ran.CompareAndSwap(false, true) {
+	if !b.life.ran.CompareAndSwap(false, true) {
 		return errors.New("mcpbridge: Run called twice")
 	}
-	defer close(b.done)
+	defer close(b.life.done)
 	b.toClient = newPeerWriter(b.opts.ClientOut, func(err error) {
 		b.end(true, fmt.Errorf("writing to the client: %w", err))
 	})
@@ -376,7 +393,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 	var cause endCause
 	select {
-	case cause = <-b.ended:
+	case cause = <-b.life.ended:
 	case <-ctx.Done():
 		cause = endCause{client: true, err: ctx.Err()}
 	}
@@ -387,7 +404,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.opts.ServerIn.Close()
 		b.awaitInitialize(ctx)
 	}
-	close(b.closing)
+	close(b.life.closing)
 	b.stopTimers()
 	start := time.Now()
 	defer func() {
@@ -424,14 +441,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 func (b *Bridge) end(client bool, err error) {
 	select {
-	case b.ended <- endCause{client: client, err: err}:
+	case b.life.ended <- endCause{client: client, err: err}:
 	default:
 	}
 }
 
 func (b *Bridge) isDone() bool {
 	select {
-	case <-b.closing:
+	case <-b.life.closing:
 		return true
 	default:
 		return false
@@ -454,7 +471,7 @@ func (b *Bridge) awaitInitialize(ctx context.Context) {
 		select {
 		case <-b.init.settled:
 			return
-		case c := <-b.ended:
+		case c := <-b.life.ended:
 			if c.client {
 				return
 			}
@@ -507,12 +524,12 @@ func (b *Bridge) failPending() {
 // sendClient queues a message rootfs made itself (never blocks).
 func (b *Bridge) sendClient(msg []byte) {
 	if err := b.toClient.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.droppedOwn.add(b.log, "dropped a message to the client", zap.Error(err))
+		b.refused.own.add(b.log, "dropped a message to the client", zap.Error(err))
 	}
 }
 
 func (b *Bridge) sendServer(msg []byte) {
 	if err := b.toServer.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.droppedOwn.add(b.log, "dropped a message to the server", zap.Error(err))
+		b.refused.own.add(b.log, "dropped a message to the server", zap.Error(err))
 	}
 }

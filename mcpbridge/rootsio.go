@@ -209,7 +209,7 @@ func (b *Bridge) serverRootsList(e *envelope) {
 	answerNow, refused := b.roots.wait(e.id)
 	switch {
 	case refused:
-		b.refusedWaiters.add(b.log, "refused a server roots/list: too many waiting for the first roots", zap.Int("max_waiters", maxWaiters))
+		b.refused.waiters.add(b.log, "refused a server roots/list: too many waiting for the first roots", zap.Int("max_waiters", maxWaiters))
 		b.sendServer(errorReply(e.id, codeLimit, fmt.Sprintf(
 			"rootfs: %d roots/list requests already wait for the client's first roots; retry once initialization is complete", maxWaiters), nil))
 	case answerNow:
