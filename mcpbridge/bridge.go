@@ -108,17 +108,20 @@
 //
 // # Files
 //
-// wire.go is the wire format and nothing else (no I/O, no state): the JSON scanner, the routing
-// envelope and its typed id (msgID), the replies, requests and notifications rootfs writes, one
-// batch split and join for both directions. frame.go is the transport: bounded line reading and
-// one write(2) per message. router.go reads each side and decides, per message, what to answer,
-// forward or hold. Two small types keep the session's state, each under its own lock:
-// forwarded.go (the client's requests in flight) and roots.go (the roots state machine: fetch,
-// queue, waiters, the hold and its ping); rootsio.go is the Bridge's I/O for the roots, which
-// that state machine decides and the Bridge carries out. limits.go holds the limits
-// below. ended.go is what the client is told when no server will answer it: Refuse for a session
-// that could not start, and the Bridge's answer to an initialize the server left unanswered (it
-// waits at most ClientWait for one the client has not sent yet).
+// wire.go and compose.go are the wire format and nothing else (no I/O, no state): wire.go what
+// rootfs reads (the JSON scanner, the routing envelope and its typed id, msgID, one batch split
+// for both directions, the params rootfs reads), compose.go what it writes (its replies, requests
+// and notifications, one batch join for both directions, and the initialize edit). frame.go is
+// the transport: bounded line reading and one write(2) per message. router.go reads each side
+// and decides, per message, what to answer, forward or hold. Two small types keep the session's
+// state, each under its own lock: forwarded.go (the client's requests in flight) and roots.go
+// (the roots state machine: what the client declared, the fetch and its queue, the server's
+// waiters), whose hold parts (the held messages, the ping that ends the hold, the settle) are
+// in hold.go; rootsio.go is the Bridge's I/O for the roots, which that state machine decides and
+// the Bridge carries out. limits.go holds the limits listed above. ended.go is what the client
+// is told when no server will answer it: Refuse for a session that could not start, and the
+// Bridge's answer to an initialize the server left unanswered (it waits at most ClientWait for
+// one the client has not sent yet).
 //
 // # Concurrency and deadlocks
 //
