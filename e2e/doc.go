@@ -25,9 +25,7 @@
 // prerequisite fails instead. TestMain prints the count of cases and negative
 // controls at the end. ROOTFS_E2E_BIN runs the suite against another
 // rootfs binary, ROOTFS_E2E_CONTROL_BIN names the matching control build
-// (-tags rootfs_control_nested) for the nested-root controls, and
-// ROOTFS_E2E_NOHOLD_BIN the one without the hold of the client's messages
-// for the roots (-tags rootfs_control_nohold) for the first-call controls.
+// (-tags rootfs_control, see internal/control) for the negative controls.
 //
 // # Soak
 //

@@ -73,7 +73,7 @@ async function session(i) {
   const transport = new StdioClientTransport({
     command: spec.command,
     args: spec.args ?? [],
-    env: spec.env ? { ...process.env, ...spec.env } : undefined,
+    env: spec.env, // the SDK adds it to its default environment
     cwd: spec.cwd,
     stderr: "pipe",
   });

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 )
 
@@ -85,6 +84,8 @@ type fcSpec struct {
 	Wait     []string  `json:"wait"`
 	Calls    []fcStep  `json:"calls"`
 	Change   *fcChange `json:"change,omitempty"`
+	// Env is added to the environment of each session's command.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 type fcStep struct {
@@ -312,8 +313,12 @@ func TestServerFilesystemFirstCalls(t *testing.T) {
 	})
 
 	t.Run("control_without_the_hold", func(t *testing.T) {
-		control := buildRootfsNoHold(t)
-		sessions := runFirstCalls(t, wrap(control, flags, server...), spec(nControl, p))
+		noHold := buildRootfsControl(t, control.NoRootsHold)
+		sp := spec(nControl, p)
+		// The SDK's transport gives rootfs a default environment, not the test's:
+		// the knob goes in the spec.
+		sp.Env = map[string]string{control.EnvVar: control.Names(control.NoRootsHold)}
+		sessions := runFirstCalls(t, wrap(noHold, flags, server...), sp)
 		overtaken, empty := 0, 0
 		for _, s := range sessions {
 			if s.Fatal != "" {
@@ -372,33 +377,4 @@ func TestServerFilesystemFirstCalls(t *testing.T) {
 		expect(t, kindControl, "run directly, server-filesystem answers an immediate first call with no directory",
 			empty > 0, "%d of %d empty", empty, len(sessions))
 	})
-}
-
-var (
-	noHoldOnce sync.Once
-	noHoldBin  string
-	noHoldErr  error
-)
-
-// buildRootfsNoHold builds rootfs with the test-only tag that turns off the hold of the client's
-// messages for the roots (mcpbridge/control_nohold.go), or returns $ROOTFS_E2E_NOHOLD_BIN.
-func buildRootfsNoHold(t *testing.T) string {
-	t.Helper()
-	buildRootfs(t) // the same prerequisites
-	noHoldOnce.Do(func() {
-		if bin := os.Getenv("ROOTFS_E2E_NOHOLD_BIN"); bin != "" {
-			noHoldBin, noHoldErr = filepath.Abs(bin)
-			return
-		}
-		bin := filepath.Join(binDir, "rootfs-nohold", "rootfs")
-		if out, err := goCmd("build", "-tags", "rootfs_control_nohold", "-o", bin, "./cmd/rootfs").CombinedOutput(); err != nil {
-			noHoldErr = fmt.Errorf("go build -tags rootfs_control_nohold ./cmd/rootfs: %v\n%s", err, out)
-			return
-		}
-		noHoldBin = bin
-	})
-	if noHoldErr != nil {
-		t.Fatal(noHoldErr)
-	}
-	return noHoldBin
 }

@@ -10,41 +10,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // Outside review of host layout (issue 14): attacks on roots below /tmp,
 // where the sandbox's private /tmp shows a clone of the view's tmp/X.
 
-var (
-	knobMu   sync.Mutex
-	knobBins = map[string]string{}
-)
-
-// buildRootfsKnob builds rootfs with mountmgr's test knob set (see
-// mountmgr.testKnob): the negative controls run the attack on a build
-// without the protection.
-func buildRootfsKnob(t *testing.T, knob string) string {
-	t.Helper()
-	buildRootfs(t)
-	knobMu.Lock()
-	defer knobMu.Unlock()
-	if bin, ok := knobBins[knob]; ok {
-		return bin
-	}
-	bin := filepath.Join(binDir, "rootfs-"+knob, "rootfs")
-	if out, err := goCmd("build", "-ldflags", "-X github.com/rootfs-dev/rootfs/mountmgr.testKnob="+knob, "-o", bin, "./cmd/rootfs").CombinedOutput(); err != nil {
-		t.Fatalf("go build (knob %s): %v\n%s", knob, err, out)
-	}
-	knobBins[knob] = bin
-	return bin
-}
-
 // attackRuns are the data paths, each once for real and once as the
-// negative control on a build with knob.
-func attackRuns(knob string) []struct {
+// negative control on a build with knob (buildRootfsControl).
+func attackRuns(knob control.Knob) []struct {
 	name    string
 	flags   []string
 	control bool
@@ -58,7 +35,7 @@ func attackRuns(knob string) []struct {
 		for _, control := range []bool{false, true} {
 			name := p.name
 			if control {
-				name += "/control-" + knob
+				name += "/control-" + knob.String()
 			}
 			out = append(out, struct {
 				name    string
@@ -93,11 +70,11 @@ func tmpHost(t *testing.T) (x, a, secret, token string) {
 // /tmp/X was a root.
 func TestAttackTmpRootNarrowed(t *testing.T) {
 	naive := buildNaive(t)
-	for _, p := range attackRuns("tmp-stale") {
+	for _, p := range attackRuns(control.NoTmpRefresh) {
 		t.Run(p.name, func(t *testing.T) {
 			rootfs := buildRootfs(t)
 			if p.control {
-				rootfs = buildRootfsKnob(t, "tmp-stale")
+				rootfs = buildRootfsControl(t, control.NoTmpRefresh)
 			}
 			x, a, secret, token := tmpHost(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -144,14 +121,14 @@ func TestAttackTmpRootNarrowed(t *testing.T) {
 // old one's secret before.
 func TestAttackTmpRootRepointed(t *testing.T) {
 	naive := buildNaive(t)
-	for _, p := range attackRuns("tmp-stale") {
+	for _, p := range attackRuns(control.NoTmpRefresh) {
 		t.Run(p.name, func(t *testing.T) {
 			rootfs := buildRootfs(t)
 			if p.control {
 				if strings.HasPrefix(p.name, "strict") {
 					t.Skip("under --strict the stale clone is the root's node, which follows the re-pointed root")
 				}
-				rootfs = buildRootfsKnob(t, "tmp-stale")
+				rootfs = buildRootfsControl(t, control.NoTmpRefresh)
 			}
 			x, _, secret, token := tmpHost(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -260,19 +237,19 @@ func TestAttackTmpMountRace(t *testing.T) {
 		t.Fatalf("go build ./e2e/hlattackspin: %v\n%s", err, out)
 	}
 	for _, m := range nestedModes(t) { // as root and as nobody, on both data paths
-		for _, control := range []bool{false, true} {
+		for _, isControl := range []bool{false, true} {
 			p := struct {
 				name    string
 				flags   []string
 				control bool
-			}{m.name, m.flags, control}
-			if control {
-				p.name += "/control-tmp-unchecked"
+			}{m.name, m.flags, isControl}
+			if isControl {
+				p.name += "/control-" + control.NoTmpMountCheck.String()
 			}
 			t.Run(p.name, func(t *testing.T) {
 				rootfs := buildRootfs(t)
 				if p.control {
-					rootfs = buildRootfsKnob(t, "tmp-unchecked")
+					rootfs = buildRootfsControl(t, control.NoTmpMountCheck)
 				}
 				x, _, secret, token := tmpHost(t)
 				other := filepath.Join("/tmp", "rfsatk-other-"+randHex(4))

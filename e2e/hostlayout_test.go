@@ -510,7 +510,7 @@ func (h nestedHost) hostReach(ctx context.Context, cs *mcp.ClientSession) (strin
 // the view, where the secret's host path is absent. The attack needs the
 // client to drop /ws while keeping /ws/app: /ws/app is then an entry of its
 // own, and rootfs must not resolve the server's symlink to place it. The
-// control build (rootfs_control_nested) does, and the server reads the
+// control build (control.NoWriteSet) does, and the server reads the
 // secret at /ws/app. After the attack the host re-creates a real /ws/app
 // and adds a root through a host symlink: both appear at their own paths,
 // and /ws lists only app.
@@ -529,7 +529,7 @@ func TestHostLayoutNestedRoot(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				rootfs := buildRootfs(t)
 				if control {
-					rootfs = buildRootfsControl(t)
+					rootfs = buildRootfsControl(t, nestedKnob)
 				}
 				h := newNestedHost(t, m.uid)
 				quoted := func(p string) string { return `"file://` + p + `"` }

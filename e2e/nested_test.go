@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
@@ -24,8 +25,12 @@ import (
 // /ws/app for a symlink to a host directory; the next roots/list fetch must
 // not admit that directory. Each case runs the real "rootfs run" with a
 // go-sdk client and the naive server, as root and as nobody, and again with
-// a control build of rootfs (-tags rootfs_control_nested) that resolves
-// roots as before the fix, where the server does read the planted target.
+// a control build of rootfs (control.NoWriteSet) that resolves roots as
+// before the fix, where the server does read the planted target.
+
+// nestedKnob turns off what the nested-root tests prove (the tests' loops
+// name their flag control).
+const nestedKnob = control.NoWriteSet
 
 var (
 	controlOnce sync.Once
@@ -33,9 +38,11 @@ var (
 	controlErr  error
 )
 
-// buildRootfsControl builds rootfs with the test-only tag that turns off the
-// record of what the server can write.
-func buildRootfsControl(t *testing.T) string {
+// buildRootfsControl builds a control build of rootfs (-tags
+// rootfs_control), once, and turns knobs on for the processes t starts
+// (control.EnvVar, which the normal build ignores): the negative controls
+// run the attack on a build without the protection.
+func buildRootfsControl(t *testing.T, knobs ...control.Knob) string {
 	t.Helper()
 	buildRootfs(t) // the same prerequisites
 	controlOnce.Do(func() {
@@ -44,8 +51,8 @@ func buildRootfsControl(t *testing.T) string {
 			return
 		}
 		bin := filepath.Join(binDir, "rootfs-control", "rootfs")
-		if out, err := goCmd("build", "-tags", "rootfs_control_nested", "-o", bin, "./cmd/rootfs").CombinedOutput(); err != nil {
-			controlErr = fmt.Errorf("go build -tags rootfs_control_nested ./cmd/rootfs: %v\n%s", err, out)
+		if out, err := goCmd("build", "-tags", "rootfs_control", "-o", bin, "./cmd/rootfs").CombinedOutput(); err != nil {
+			controlErr = fmt.Errorf("go build -tags rootfs_control ./cmd/rootfs: %v\n%s", err, out)
 			return
 		}
 		controlBin = bin
@@ -53,6 +60,7 @@ func buildRootfsControl(t *testing.T) string {
 	if controlErr != nil {
 		t.Fatal(controlErr)
 	}
+	t.Setenv(control.EnvVar, control.Names(knobs...))
 	return controlBin
 }
 
@@ -192,7 +200,7 @@ func TestNestedRootListChanged(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				rootfs := buildRootfs(t)
 				if control {
-					rootfs = buildRootfsControl(t)
+					rootfs = buildRootfsControl(t, nestedKnob)
 				}
 				h := newNestedHost(t, m.uid)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -265,7 +273,7 @@ func TestNestedRootBeforeInitialize(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				rootfs := buildRootfs(t)
 				if control {
-					rootfs = buildRootfsControl(t)
+					rootfs = buildRootfsControl(t, nestedKnob)
 				}
 				h := newNestedHost(t, m.uid)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

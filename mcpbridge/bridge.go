@@ -108,16 +108,20 @@
 //
 // # Files
 //
-// wire.go is the wire format and nothing else (no I/O, no state): the JSON scanner, the routing
-// envelope and its typed id (msgID), the replies, requests and notifications rootfs writes, one
-// batch split and join for both directions. frame.go is the transport: bounded line reading and
-// one write(2) per message. router.go reads each side and decides, per message, what to answer,
-// forward or hold. Two small types keep the session's state, each under its own lock:
-// forwarded.go (the client's requests in flight) and roots.go (the roots state machine: fetch,
-// queue, waiters, the hold and its ping; and the Bridge's I/O for it). limits.go holds the limits
-// below. ended.go is what the client is told when no server will answer it: Refuse for a session
-// that could not start, and the Bridge's answer to an initialize the server left unanswered (it
-// waits at most ClientWait for one the client has not sent yet).
+// wire.go and compose.go are the wire format and nothing else (no I/O, no state): wire.go what
+// rootfs reads (the JSON scanner, the routing envelope and its typed id, msgID, one batch split
+// for both directions, the params rootfs reads), compose.go what it writes (its replies, requests
+// and notifications, one batch join for both directions, and the initialize edit). frame.go is
+// the transport: bounded line reading and one write(2) per message. router.go reads each side
+// and decides, per message, what to answer, forward or hold. Two small types keep the session's
+// state, each under its own lock: forwarded.go (the client's requests in flight) and roots.go
+// (the roots state machine: what the client declared, the fetch and its queue, the server's
+// waiters), whose hold parts (the held messages, the ping that ends the hold, the settle) are
+// in hold.go; rootsio.go is the Bridge's I/O for the roots, which that state machine decides and
+// the Bridge carries out. limits.go holds the limits listed above. ended.go is what the client
+// is told when no server will answer it: Refuse for a session that could not start, and the
+// Bridge's answer to an initialize the server left unanswered (it waits at most ClientWait for
+// one the client has not sent yet).
 //
 // # Concurrency and deadlocks
 //
@@ -256,8 +260,9 @@ const (
 // Bridge routes one MCP session. Create it with New; Run it once.
 //
 // Its state is in small types, each with its own lock: the peers' writers (peerWriter), the
-// client's requests in flight (forwarded) and the roots state machine (rootsState). The wire
-// format is in wire.go; the Bridge holds no lock of its own across a call into them.
+// client's requests in flight (forwarded), the roots state machine (rootsState) and the client's
+// initialize (initState); none of those locks is held while another is taken. The wire format
+// is in wire.go. Lock order: hmu, then relMu, then any one of the small types' locks.
 type Bridge struct {
 	opts   Options
 	log    *zap.Logger
@@ -273,10 +278,7 @@ type Bridge struct {
 	init     *initState  // the client's initialize, for a server that ends before answering it
 	exitMsg  func() string
 
-	ended   chan endCause // first side to end
-	done    chan struct{} // closed when Run returns; late handlers do nothing
-	ran     atomic.Bool
-	closing chan struct{} // closed when Run starts shutting down
+	life lifecycle
 	// relMu serialises the releases of held messages, which may start on the client loop, a
 	// timer or a goroutine of their own, so that they reach the server in order.
 	relMu sync.Mutex
@@ -284,8 +286,25 @@ type Bridge struct {
 	// returns, so that no handler touches the View after Run returned.
 	hmu sync.RWMutex
 
-	// Refusals past each limit, for rate-limited logs.
-	refusedWaiters, refusedPending, refusedHeld, refusedBatch, droppedOwn refusalLog
+	refused refusals
+}
+
+// lifecycle is how far Run has got, for the loops, handlers and timers that must stop with it.
+// Its channels are made by New and never replaced.
+type lifecycle struct {
+	ran     atomic.Bool
+	ended   chan endCause // first side to end
+	closing chan struct{} // closed when Run starts shutting down
+	done    chan struct{} // closed when Run returns
+}
+
+// refusals are the refusals past each limit, for rate-limited logs.
+type refusals struct {
+	waiters refusalLog // the server's roots/list past maxWaiters
+	pending refusalLog // the client's requests past maxPending
+	held    refusalLog // the client's messages past the hold's bounds
+	batch   refusalLog // batches past maxBatch, either way
+	own     refusalLog // rootfs's own messages dropped for a peer that does not read
 }
 
 type endCause struct {
@@ -335,14 +354,19 @@ func New(opts Options) (*Bridge, error) {
 		prefix:    prefix,
 		srvPrefix: srvPrefix,
 		pending:   newForwarded(),
-		roots:     newRootsState(prefix, srvPrefix, opts.RootsTimeout, opts.RootsSettle, opts.MaxLine),
 		init:      newInitState(),
-		ended:     make(chan endCause, 4),
-		done:      make(chan struct{}),
-		closing:   make(chan struct{}),
+		life: lifecycle{
+			ended:   make(chan endCause, 4),
+			done:    make(chan struct{}),
+			closing: make(chan struct{}),
+		},
 	}
-	b.roots.onFetchTimeout, b.roots.onWaiterTimeout, b.roots.onBarrierTimeout = b.fetchTimedOut, b.waiterTimedOut, b.barrierTimedOut
-	b.roots.onSettled = b.releaseHeldLocked
+	b.roots = newRootsState(prefix, srvPrefix, opts.RootsTimeout, opts.RootsSettle, opts.MaxLine, rootsHooks{
+		fetchTimeout:   b.fetchTimedOut,
+		waiterTimeout:  b.waiterTimedOut,
+		barrierTimeout: b.barrierTimedOut,
+		settled:        b.releaseHeldLocked,
+	})
 	b.exitMsg = sync.OnceValue(func() string {
 		if opts.ServerExit == nil {
 			return "rootfs: the server exited before answering"
@@ -357,10 +381,10 @@ func New(opts Options) (*Bridge, error) {
 // It does not close ClientIn or wait for a read blocked on it: the caller exits or closes it.
 // The bridge never starts or signals processes.
 func (b *Bridge) Run(ctx context.Context) error {
-	if !b.ran.CompareAndSwap(false, true) {
+	if !b.life.ran.CompareAndSwap(false, true) {
 		return errors.New("mcpbridge: Run called twice")
 	}
-	defer close(b.done)
+	defer close(b.life.done)
 	b.toClient = newPeerWriter(b.opts.ClientOut, func(err error) {
 		b.end(true, fmt.Errorf("writing to the client: %w", err))
 	})
@@ -372,7 +396,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 	var cause endCause
 	select {
-	case cause = <-b.ended:
+	case cause = <-b.life.ended:
 	case <-ctx.Done():
 		cause = endCause{client: true, err: ctx.Err()}
 	}
@@ -383,7 +407,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.opts.ServerIn.Close()
 		b.awaitInitialize(ctx)
 	}
-	close(b.closing)
+	close(b.life.closing)
 	b.stopTimers()
 	start := time.Now()
 	defer func() {
@@ -420,14 +444,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 func (b *Bridge) end(client bool, err error) {
 	select {
-	case b.ended <- endCause{client: client, err: err}:
+	case b.life.ended <- endCause{client: client, err: err}:
 	default:
 	}
 }
 
 func (b *Bridge) isDone() bool {
 	select {
-	case <-b.closing:
+	case <-b.life.closing:
 		return true
 	default:
 		return false
@@ -450,7 +474,7 @@ func (b *Bridge) awaitInitialize(ctx context.Context) {
 		select {
 		case <-b.init.settled:
 			return
-		case c := <-b.ended:
+		case c := <-b.life.ended:
 			if c.client {
 				return
 			}
@@ -503,12 +527,12 @@ func (b *Bridge) failPending() {
 // sendClient queues a message rootfs made itself (never blocks).
 func (b *Bridge) sendClient(msg []byte) {
 	if err := b.toClient.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.droppedOwn.add(b.log, "dropped a message to the client", zap.Error(err))
+		b.refused.own.add(b.log, "dropped a message to the client", zap.Error(err))
 	}
 }
 
 func (b *Bridge) sendServer(msg []byte) {
 	if err := b.toServer.send(msg); err != nil && !errors.Is(err, errQueueStopped) {
-		b.droppedOwn.add(b.log, "dropped a message to the server", zap.Error(err))
+		b.refused.own.add(b.log, "dropped a message to the server", zap.Error(err))
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
 // The flood test runs the bridge in a child process (this test binary, re-executed) so that its
@@ -28,7 +30,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(floodChildEnv) != "" {
 		os.Exit(floodChild())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testutil.RemoveControlTestBinary()
+	os.Exit(code)
 }
 
 // floodChild runs a bridge between stdin/stdout (the client) and fds 3/4 (the server), as

@@ -124,7 +124,7 @@ func routeFuzzed(t *testing.T, data []byte, initialized bool) {
 	}
 	// As Run ends: a release in progress (started by the server's answer to rootfs's ping)
 	// finishes, a later one does nothing.
-	close(b.closing)
+	close(b.life.closing)
 	b.hmu.Lock()
 	//lint:ignore SA2001 a barrier: wait for the releases in progress
 	b.hmu.Unlock()

@@ -63,8 +63,8 @@ func TestInitializeEditedInPlace(t *testing.T) {
 			s := h.b.roots
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			if s.clientRoots != tt.roots || s.clientListChanged != tt.lc {
-				t.Errorf("declared roots=%v listChanged=%v, want %v %v", s.clientRoots, s.clientListChanged, tt.roots, tt.lc)
+			if s.client.roots != tt.roots || s.client.listChanged != tt.lc {
+				t.Errorf("declared roots=%v listChanged=%v, want %v %v", s.client.roots, s.client.listChanged, tt.roots, tt.lc)
 			}
 		})
 	}

@@ -1,15 +1,11 @@
 package mcpbridge
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/rootfs-dev/rootfs/rootset"
-	"go.uber.org/zap"
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // rootsState is the roots state machine. It decides; the Bridge does the I/O its answers call
@@ -22,9 +18,9 @@ import (
 // While the first roots are unknown the server's roots/list wait (waiters, at most maxWaiters).
 //
 // The hold. From the client's initialized, and again from each list_changed that starts or
-// queues a fetch, the client's messages for the server wait in held (at most maxHeld messages
-// and MaxLine bytes; responses to the server's requests are never held). They are released, in
-// order, once the server has been given the roots:
+// queues a fetch, the client's messages for the server wait in the hold queue (at most maxHeld
+// messages and MaxLine bytes; responses to the server's requests are never held). They are
+// released, in order, once the server has been given the roots:
 //
 //	initialized / list_changed ──▶ fetch ──▶ swap ──▶ waiters answered, list_changed to the server
 //	    ──▶ barrier: rootfs's ping to the server ──pong──▶ the server asked roots/list since? ──yes──▶ ping again
@@ -50,79 +46,177 @@ import (
 // Held messages carry the epoch of the hold they arrived in (each list_changed that holds starts
 // one); a release lets go of those up to the epoch that was current when it was decided, so a
 // message sent after a later list_changed waits for that change.
+//
+// Its state is in parts, one per job, all under mu: what the client said (rootsClient), rootfs's
+// roots/list to the client (fetcher), the server's roots/list (waiters), the client's held
+// messages (holdQueue), the ping that ends the hold (pingBarrier) and the settle that may follow
+// (settleWindow). The transitions read and change several parts at once (a settle answers the
+// waiters, starts a queued fetch and a ping; a release frees the queue and starts the settle), so
+// the parts share the one lock rather than have one each: the invariants are between them.
 type rootsState struct {
-	prefix           string // "rootfs-<nonce>-": every id rootfs sends to the client starts with it
-	srvPrefix        string // "rootfs-<other nonce>-": every id rootfs sends to the server starts with it
-	timeout          time.Duration
-	onFetchTimeout   func(msgID)   // run by the timer of a fetch that went unanswered
-	onWaiterTimeout  func(msgID)   // run by the timer of a waiter whose roots never came
-	onBarrierTimeout func(msgID)   // run by the timer of a barrier the server did not answer
-	onSettled        func()        // run by the timer of the settle
-	settleFor        time.Duration // the settle (Options.RootsSettle)
-
-	// mu guards the fields that follow.
-	mu sync.Mutex
-	// clientRoots: the client's initialize declared an object "roots" capability.
-	clientRoots, clientListChanged bool
-	initialized                    bool // client sent notifications/initialized
-	unsupported                    bool // client answered roots/list with -32601
-	known                          bool // first roots settled (fetched, fallen back, or timed out)
-	seq                            int
-	fetch                          msgID // rootfs's roots/list in flight (null: none)
-	fetchTimer                     *time.Timer
-	fetchQueued                    bool
-	waiters                        map[msgID]*time.Timer // server roots/list waiting for the first roots
-	answered                       []msgID               // recent rootfs-answered server ids (ring)
-	answeredSet                    map[msgID]bool
-	warnedEmpty                    bool
-	// The hold (see above). holding: client messages for the server are kept in held.
-	holding              bool
-	held                 []heldMsg
-	heldCount, heldBytes int     // counted by hold, for what is held or being routed into it
-	routed               counted // counted by hold, not kept yet (a batch is kept as one message)
-	maxHeldBytes         int
-	epoch                int // the current hold's epoch
-	release              int // held messages of epochs up to this one may go
-	barrier              msgID
-	barrierTimer         *time.Timer
-	barrierUntil         time.Time // the barrier of this swap ends at the latest then
-	barrierSeq           int
-	askedDuringBarrier   bool      // the server's roots/list was answered while the barrier was in flight
-	pongs                int       // barriers the server answered
-	silent               bool      // a barrier timed out before the server ever answered one: ping no more
-	served               bool      // the server was given roots in this cycle (settle follows)
-	settleUntil          time.Time // requests that may depend on the roots wait until then
-	settleTimer          *time.Timer
-	releasing            bool // takeHeld handed out messages that may not be forwarded yet
-	fetches              int  // roots/list requests sent to the client (tests)
+	// mu guards the fields that follow, and so every part's fields: a part's methods are called
+	// with mu held. (The hooks, prefixes and durations in the parts are set by newRootsState and
+	// never change.)
+	mu          sync.Mutex
+	known       bool         // first roots settled (fetched, fallen back, or timed out)
+	warnedEmpty bool         // the warning that the server sees no roots was logged
+	client      rootsClient  // what the client said about roots
+	fetch       fetcher      // rootfs's roots/list to the client
+	waiters     waiters      // the server's roots/list: waiting for the first roots, answered
+	queue       holdQueue    // the client's messages held for the roots
+	barrier     pingBarrier  // rootfs's ping to the server, which ends the hold
+	settling    settleWindow // the wait after a release for a server that takes roots in slowly
 }
 
-// heldMsg is one held message, and what hold counted for it.
-type heldMsg struct {
-	msg   []byte
-	epoch int
-	waits bool // may depend on the roots: waits for the settle
-	counted
+// rootsHooks are what the state machine's timers run: the Bridge's handlers, which take the
+// Bridge's handler lock, then call back into the rootsState.
+type rootsHooks struct {
+	fetchTimeout   func(msgID) // a fetch went unanswered
+	waiterTimeout  func(msgID) // a waiter's roots never came
+	barrierTimeout func(msgID) // the server did not answer the ping
+	settled        func()      // the settle ended
 }
 
-// noRootsMethods are the client requests that cannot depend on the roots: they do not wait for
-// the settle.
-var noRootsMethods = map[string]bool{
-	"ping": true, methodInitialize: true, "tools/list": true, "prompts/list": true,
-	"resources/templates/list": true, "logging/setLevel": true,
-}
-
-type counted struct{ n, bytes int }
-
-// holdForRoots turns the hold on. Only negative controls turn it off (export_test.go, and the
-// test-only build tag rootfs_control_nohold).
-var holdForRoots = true
-
-func newRootsState(prefix, srvPrefix string, timeout, settle time.Duration, maxHeldBytes int) *rootsState {
+func newRootsState(prefix, srvPrefix string, timeout, settle time.Duration, maxHeldBytes int, hooks rootsHooks) *rootsState {
 	return &rootsState{
-		prefix: prefix, srvPrefix: srvPrefix, timeout: timeout, settleFor: settle, maxHeldBytes: maxHeldBytes,
-		waiters: map[msgID]*time.Timer{}, answeredSet: map[msgID]bool{},
-		release: -1, // nothing goes before the first release
+		fetch:    fetcher{prefix: prefix, timeout: timeout, onTimeout: hooks.fetchTimeout},
+		waiters:  newWaiters(timeout, hooks.waiterTimeout),
+		queue:    newHoldQueue(maxHeldBytes),
+		barrier:  pingBarrier{prefix: srvPrefix, wait: min(timeout, pingTimeout), onTimeout: hooks.barrierTimeout},
+		settling: settleWindow{d: settle, onEnd: hooks.settled},
+	}
+}
+
+// rootsClient is what the client said about roots. Guarded by rootsState.mu.
+type rootsClient struct {
+	roots       bool // its initialize declared an object "roots" capability
+	listChanged bool // ... with listChanged true
+	initialized bool // it sent notifications/initialized
+	unsupported bool // it answered roots/list with -32601
+}
+
+// fetcher is rootfs's roots/list to the client: at most one in flight, and one queued behind it
+// however many list_changed arrive. Guarded by rootsState.mu, apart from its first three fields,
+// which never change.
+type fetcher struct {
+	prefix    string        // "rootfs-<nonce>-": every id rootfs sends to the client starts with it
+	timeout   time.Duration // how long the client has to answer (Options.RootsTimeout)
+	onTimeout func(msgID)   // run by the timer of a fetch that went unanswered
+
+	id     msgID // in flight (null: none)
+	timer  *time.Timer
+	queued bool
+	seq    int
+	count  int // roots/list requests sent to the client (tests)
+}
+
+func (f *fetcher) inFlight() bool { return !f.id.isNull() }
+
+// idle reports whether no fetch is in flight or queued.
+func (f *fetcher) idle() bool { return f.id.isNull() && !f.queued }
+
+// start sends a fetch: it returns the id of the roots/list to send, timed by timeout.
+func (f *fetcher) start() msgID {
+	f.seq++
+	f.count++
+	id := stringID(f.prefix + strconv.Itoa(f.seq))
+	f.id = id
+	f.timer = time.AfterFunc(f.timeout, func() { f.onTimeout(id) })
+	return id
+}
+
+// end ends the fetch id and reports whether it was the one in flight.
+func (f *fetcher) end(id msgID) bool {
+	if f.id.isNull() || f.id != id {
+		return false
+	}
+	f.timer.Stop()
+	f.id, f.timer = msgID{}, nil
+	return true
+}
+
+func (f *fetcher) stop() {
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+}
+
+// waiters are the server's roots/list that rootfs answers: those waiting for the first roots (at
+// most maxWaiters, each for at most timeout), and the ids of the last answeredMemory answered,
+// so that a late cancel of one is swallowed. Guarded by rootsState.mu, apart from timeout and
+// onTimeout, which never change.
+type waiters struct {
+	timeout   time.Duration // how long one waits (Options.RootsTimeout)
+	onTimeout func(msgID)   // run by the timer of a waiter whose roots never came
+
+	waiting     map[msgID]*time.Timer
+	answered    []msgID // ring, oldest first
+	answeredSet map[msgID]bool
+}
+
+func newWaiters(timeout time.Duration, onTimeout func(msgID)) waiters {
+	return waiters{timeout: timeout, onTimeout: onTimeout, waiting: map[msgID]*time.Timer{}, answeredSet: map[msgID]bool{}}
+}
+
+// add makes id wait, timed by timeout, and reports false (nothing kept) when maxWaiters other ids
+// already wait. An id that waits already waits once, timed from now.
+func (w *waiters) add(id msgID) bool {
+	old := w.waiting[id]
+	if old == nil && len(w.waiting) >= maxWaiters {
+		return false
+	}
+	if old != nil {
+		old.Stop()
+	}
+	w.waiting[id] = time.AfterFunc(w.timeout, func() { w.onTimeout(id) })
+	return true
+}
+
+// takeAll stops every wait and returns the ids that waited (in no particular order).
+func (w *waiters) takeAll() []msgID {
+	var out []msgID
+	for id, t := range w.waiting {
+		t.Stop()
+		out = append(out, id)
+	}
+	clear(w.waiting)
+	return out
+}
+
+// timedOut removes the waiter id and reports whether it was waiting.
+func (w *waiters) timedOut(id msgID) bool {
+	_, ok := w.waiting[id]
+	delete(w.waiting, id)
+	return ok
+}
+
+// remember notes that rootfs answered id, forgetting the oldest past answeredMemory.
+func (w *waiters) remember(id msgID) {
+	if w.answeredSet[id] {
+		return
+	}
+	if len(w.answered) >= answeredMemory {
+		delete(w.answeredSet, w.answered[0])
+		w.answered = w.answered[1:]
+	}
+	w.answered = append(w.answered, id)
+	w.answeredSet[id] = true
+}
+
+// cancel reports whether a cancel of id refers to a roots/list rootfs answered or holds; one
+// that waits stops waiting, unanswered.
+func (w *waiters) cancel(id msgID) bool {
+	if t := w.waiting[id]; t != nil {
+		t.Stop()
+		delete(w.waiting, id)
+		return true
+	}
+	return w.answeredSet[id]
+}
+
+func (w *waiters) stop() {
+	for _, t := range w.waiting {
+		t.Stop()
 	}
 }
 
@@ -130,7 +224,7 @@ func newRootsState(prefix, srvPrefix string, timeout, settle time.Duration, maxH
 func (s *rootsState) declare(roots, listChanged bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.clientRoots, s.clientListChanged = roots, listChanged
+	s.client.roots, s.client.listChanged = roots, listChanged
 }
 
 // initialize marks the client initialized (ok is false if it already was) and reports whether to
@@ -138,12 +232,12 @@ func (s *rootsState) declare(roots, listChanged bool) {
 func (s *rootsState) initialize() (fetch, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.initialized {
+	if s.client.initialized {
 		return false, false
 	}
-	s.initialized = true
-	s.holding = holdForRoots
-	return s.clientRoots, true
+	s.client.initialized = true
+	s.queue.on = !control.On(control.NoRootsHold)
+	return s.client.roots, true
 }
 
 // requestFetch coalesces fetches: at most one roots/list in flight and one queued. It returns
@@ -154,47 +248,32 @@ func (s *rootsState) requestFetch() (id msgID, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case !s.initialized || !s.clientRoots:
+	case !s.client.initialized || !s.client.roots:
 		return msgID{}, "client not initialized or declared no roots"
-	case s.unsupported:
+	case s.client.unsupported:
 		return msgID{}, "client does not support roots/list"
 	}
-	if holdForRoots {
-		s.holding = true
-		s.epoch++
+	if !control.On(control.NoRootsHold) {
+		s.queue.newEpoch()
 	}
-	if !s.fetch.isNull() {
-		s.fetchQueued = true
+	if s.fetch.inFlight() {
+		s.fetch.queued = true
 		return msgID{}, ""
 	}
-	return s.startLocked(), ""
-}
-
-func (s *rootsState) startLocked() msgID {
-	s.seq++
-	s.fetches++
-	id := stringID(s.prefix + strconv.Itoa(s.seq))
-	s.fetch = id
-	s.fetchTimer = time.AfterFunc(s.timeout, func() { s.onFetchTimeout(id) })
-	return id
+	return s.fetch.start(), ""
 }
 
 // endFetch ends the fetch id and reports whether it was the one in flight.
 func (s *rootsState) endFetch(id msgID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fetch.isNull() || s.fetch != id {
-		return false
-	}
-	s.fetchTimer.Stop()
-	s.fetch, s.fetchTimer = msgID{}, nil
-	return true
+	return s.fetch.end(id)
 }
 
 func (s *rootsState) setUnsupported() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.unsupported = true
+	s.client.unsupported = true
 }
 
 // settle ends a fetch (answered, refused or timed out) and marks the first roots known. It
@@ -208,41 +287,23 @@ func (s *rootsState) settle() (first bool, waiters []msgID, next, barrier msgID,
 	defer s.mu.Unlock()
 	first = !s.known
 	s.known = true
-	for id, t := range s.waiters {
-		t.Stop()
-		waiters = append(waiters, id)
-	}
-	clear(s.waiters)
-	if s.fetch.isNull() && s.fetchQueued {
-		s.fetchQueued = false
-		if !s.unsupported {
-			next = s.startLocked()
+	waiters = s.waiters.takeAll()
+	if !s.fetch.inFlight() && s.fetch.queued {
+		s.fetch.queued = false
+		if !s.client.unsupported {
+			next = s.fetch.start()
 		}
 	}
-	s.served = s.served || len(waiters) > 0
+	s.settling.served = s.settling.served || len(waiters) > 0
 	switch {
-	case !s.holding || !s.fetch.isNull():
-	case s.silent:
+	case !s.queue.on || s.fetch.inFlight():
+	case s.barrier.silent:
 		s.releaseLocked()
 		release = true
 	default:
-		s.barrierUntil = time.Now().Add(min(s.timeout, pingTimeout))
-		barrier = s.startBarrierLocked()
+		barrier = s.barrier.begin()
 	}
 	return first, waiters, next, barrier, release
-}
-
-// startBarrierLocked starts a barrier ping (replacing one in flight, whose pong is then ignored),
-// timed to end at barrierUntil.
-func (s *rootsState) startBarrierLocked() msgID {
-	if s.barrierTimer != nil {
-		s.barrierTimer.Stop()
-	}
-	s.barrierSeq++
-	id := stringID(s.srvPrefix + strconv.Itoa(s.barrierSeq))
-	s.barrier, s.askedDuringBarrier = id, false
-	s.barrierTimer = time.AfterFunc(time.Until(s.barrierUntil), func() { s.onBarrierTimeout(id) })
-	return id
 }
 
 // endBarrier ends the barrier id, answered by the server (timedOut false) or not in time. It
@@ -251,22 +312,15 @@ func (s *rootsState) startBarrierLocked() msgID {
 func (s *rootsState) endBarrier(id msgID, timedOut bool) (current bool, next msgID, release bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.barrier.isNull() || s.barrier != id {
+	if !s.barrier.end(id, timedOut) {
 		return false, msgID{}, false
 	}
-	s.barrierTimer.Stop()
-	s.barrier, s.barrierTimer = msgID{}, nil
-	if !timedOut {
-		s.pongs++
-	} else if s.pongs == 0 {
-		s.silent = true
-	}
 	switch {
-	case !s.fetch.isNull() || s.fetchQueued:
+	case !s.fetch.idle():
 		// The client announced another change: its settle starts a new barrier.
 		return true, msgID{}, false
-	case s.askedDuringBarrier && !timedOut && time.Now().Before(s.barrierUntil):
-		return true, s.startBarrierLocked(), false
+	case s.barrier.asked && !timedOut && time.Now().Before(s.barrier.until):
+		return true, s.barrier.start(), false
 	}
 	s.releaseLocked()
 	return true, msgID{}, true
@@ -275,15 +329,8 @@ func (s *rootsState) endBarrier(id msgID, timedOut bool) (current bool, next msg
 // releaseLocked lets the held messages of the epochs so far go, and starts the settle when the
 // server fetched roots in this cycle.
 func (s *rootsState) releaseLocked() {
-	s.release = s.epoch
-	if s.served && s.settleFor > 0 {
-		if s.settleTimer != nil {
-			s.settleTimer.Stop()
-		}
-		s.settleUntil = time.Now().Add(s.settleFor)
-		s.settleTimer = time.AfterFunc(s.settleFor, s.onSettled)
-	}
-	s.served = false
+	s.queue.releaseAll()
+	s.settling.begin()
 }
 
 // wait makes the server's roots/list id wait for the first roots. It reports answerNow when they
@@ -292,44 +339,26 @@ func (s *rootsState) wait(id msgID) (answerNow, refused bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.known {
-		if !s.barrier.isNull() {
-			s.askedDuringBarrier, s.served = true, true
+		if s.barrier.inFlight() {
+			s.barrier.asked, s.settling.served = true, true
 		}
 		return true, false
 	}
-	old := s.waiters[id]
-	if old == nil && len(s.waiters) >= maxWaiters {
-		return false, true
-	}
-	if old != nil {
-		old.Stop()
-	}
-	s.waiters[id] = time.AfterFunc(s.timeout, func() { s.onWaiterTimeout(id) })
-	return false, false
+	return false, !s.waiters.add(id)
 }
 
 // waiterTimedOut removes the waiter id and reports whether it was waiting.
 func (s *rootsState) waiterTimedOut(id msgID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.waiters[id]
-	delete(s.waiters, id)
-	return ok
+	return s.waiters.timedOut(id)
 }
 
-// answered notes that rootfs answered the server's roots/list id (the last answeredMemory).
+// remember notes that rootfs answered the server's roots/list id (the last answeredMemory).
 func (s *rootsState) remember(id msgID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.answeredSet[id] {
-		return
-	}
-	if len(s.answered) >= answeredMemory {
-		delete(s.answeredSet, s.answered[0])
-		s.answered = s.answered[1:]
-	}
-	s.answered = append(s.answered, id)
-	s.answeredSet[id] = true
+	s.waiters.remember(id)
 }
 
 // swallowCancel reports whether a server's notifications/cancelled refers to a roots/list that
@@ -337,37 +366,22 @@ func (s *rootsState) remember(id msgID) {
 func (s *rootsState) swallowCancel(id msgID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := s.waiters[id]; t != nil {
-		t.Stop()
-		delete(s.waiters, id)
-		return true
-	}
-	return s.answeredSet[id]
+	return s.waiters.cancel(id)
 }
 
 func (s *rootsState) isHolding() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.holding
+	return s.queue.on
 }
 
 // hold counts a client request or notification of n bytes toward the hold, when messages are
-// held, and reports false (nothing counted) if it would pass maxHeld messages or maxHeldBytes:
+// held, and reports false (nothing counted) if it would pass maxHeld messages or MaxLine bytes:
 // the caller then refuses it.
 func (s *rootsState) hold(n int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.holding {
-		return true
-	}
-	if s.heldCount >= maxHeld || s.heldBytes+n > s.maxHeldBytes {
-		return false
-	}
-	s.heldCount++
-	s.heldBytes += n
-	s.routed.n++
-	s.routed.bytes += n
-	return true
+	return s.queue.reserve(n)
 }
 
 // keep holds a copy of msg if messages are held and it is not only responses (responses to the
@@ -378,19 +392,15 @@ func (s *rootsState) hold(n int) bool {
 func (s *rootsState) keep(msg []byte, responses, waits bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.holding || responses {
+	if !s.queue.on || responses {
 		return false
 	}
-	if !waits && len(s.held) == 0 && !s.releasing && s.release == s.epoch && s.barrier.isNull() && s.fetch.isNull() && !s.fetchQueued {
+	if !waits && s.queue.empty() && !s.queue.releasing && s.queue.allReleased() && !s.barrier.inFlight() && s.fetch.idle() {
 		// Not held after all: what hold counted for it is not either.
-		s.heldCount -= s.routed.n
-		s.heldBytes -= s.routed.bytes
-		s.routed = counted{}
+		s.queue.unreserve()
 		return false
 	}
-	// msg points into the line buffer: copy it.
-	s.held = append(s.held, heldMsg{msg: append([]byte(nil), msg...), epoch: s.epoch, waits: waits, counted: s.routed})
-	s.routed = counted{}
+	s.queue.push(msg, waits)
 	return true
 }
 
@@ -401,19 +411,10 @@ func (s *rootsState) keep(msg []byte, responses, waits bool) bool {
 func (s *rootsState) takeHeld() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	settling := time.Now().Before(s.settleUntil)
-	var out [][]byte
-	i := 0
-	for ; i < len(s.held) && s.held[i].epoch <= s.release && !(settling && s.held[i].waits); i++ {
-		out = append(out, s.held[i].msg)
-		s.heldCount -= s.held[i].n
-		s.heldBytes -= s.held[i].bytes
-	}
-	s.held = append(s.held[:0:0], s.held[i:]...)
-	s.releasing = len(out) > 0
-	if len(s.held) == 0 && !settling && s.known && s.fetch.isNull() && !s.fetchQueued && s.barrier.isNull() && s.release == s.epoch {
-		s.holding = false
-		s.heldCount, s.heldBytes, s.routed = 0, 0, counted{}
+	settling := s.settling.active(time.Now())
+	out := s.queue.take(settling)
+	if s.queue.empty() && !settling && s.known && s.fetch.idle() && !s.barrier.inFlight() && s.queue.allReleased() {
+		s.queue.stop()
 	}
 	return out
 }
@@ -422,12 +423,7 @@ func (s *rootsState) takeHeld() [][]byte {
 func (s *rootsState) drainHeld() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([][]byte, 0, len(s.held))
-	for _, h := range s.held {
-		out = append(out, h.msg)
-	}
-	s.held, s.holding = nil, false
-	return out
+	return s.queue.drain()
 }
 
 // warnEmptyOnce reports true the first time it is called.
@@ -442,303 +438,14 @@ func (s *rootsState) warnEmptyOnce() bool {
 func (s *rootsState) fetchCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.fetches
+	return s.fetch.count
 }
 
 func (s *rootsState) stopTimers() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.fetchTimer != nil {
-		s.fetchTimer.Stop()
-	}
-	if s.barrierTimer != nil {
-		s.barrierTimer.Stop()
-	}
-	if s.settleTimer != nil {
-		s.settleTimer.Stop()
-	}
-	for _, t := range s.waiters {
-		t.Stop()
-	}
-}
-
-// ---- the Bridge's side: the I/O the state machine calls for ----
-
-// onInitialized runs after the client's notifications/initialized has been forwarded.
-func (b *Bridge) onInitialized() {
-	fetch, ok := b.roots.initialize()
-	switch {
-	case !ok:
-	case fetch:
-		b.requestFetch()
-	default:
-		b.useStatic("the client declared no roots capability")
-		b.settle(false)
-	}
-}
-
-// requestFetch asks the client for its roots (see rootsState.requestFetch).
-func (b *Bridge) requestFetch() {
-	id, why := b.roots.requestFetch()
-	if why != "" {
-		b.log.Debug("ignored roots list_changed: " + why)
-	}
-	b.sendFetch(id)
-}
-
-func (b *Bridge) sendFetch(id msgID) {
-	if id.isNull() {
-		return
-	}
-	if err := b.toClient.send(requestLine(id, methodRootsList, nil)); err != nil && !errors.Is(err, errQueueStopped) {
-		b.log.Warn("could not send roots/list to the client", zap.Error(err))
-	}
-}
-
-func (b *Bridge) fetchTimedOut(id msgID) {
-	b.hmu.RLock()
-	defer b.hmu.RUnlock()
-	if b.isDone() || !b.roots.endFetch(id) {
-		return
-	}
-	b.log.Warn("client did not answer roots/list in time; keeping the previous view",
-		zap.Duration("timeout", b.opts.RootsTimeout))
-	params := append(append([]byte(`{"requestId":`), id.appendJSON(nil)...), `,"reason":"rootfs: roots/list timed out"}`...)
-	b.sendClient(notificationLine(methodCancelled, params))
-	b.settle(false)
-}
-
-// handleFetchReply handles the client's answer to rootfs's roots/list (runs on the client loop).
-func (b *Bridge) handleFetchReply(e *envelope) {
-	if !b.roots.endFetch(e.id) {
-		b.log.Warn("dropped a late or unknown reply to rootfs's roots/list", zap.Stringer("id", e.id))
-		return
-	}
-	changed := false
-	if e.errRaw != nil {
-		we := readError(e.errRaw)
-		if we.Code == codeMethodNotFound {
-			b.roots.setUnsupported()
-			changed = b.useStatic("the client answered roots/list with method not found")
-		} else {
-			b.log.Warn("client roots/list failed; keeping the previous view",
-				zap.Int64("code", we.Code), zap.String("message", we.Message))
-		}
-	} else if roots, err := b.parseRoots(e.result); errors.Is(err, rootset.ErrTooManyRoots) {
-		// One line that says which bound refused the answer and what the server is left
-		// with: before the first answer that is the static roots, or none.
-		b.log.Warn("refused the client's roots/list answer whole: more roots than max_roots; the server keeps the roots it had",
-			zap.Error(err), zap.Int("max_roots", maxRoots), zap.Int("roots_kept", len(b.opts.View.Table().Entries())))
-	} else if err != nil {
-		b.log.Warn("client roots/list result refused; keeping the previous view", zap.Error(err))
-	} else if len(roots) == 0 && len(b.opts.Static) > 0 {
-		// Some clients declare roots and answer with none (Claude Desktop); the static roots
-		// are for exactly the case where the client has none.
-		changed = b.useStatic("the client answered roots/list with no roots")
-	} else {
-		changed = b.install(roots, "client")
-	}
-	b.settle(changed)
-}
-
-// settle marks the first roots as known (answering server roots/list waiting for them), starts
-// a queued fetch, tells the server when a later swap changed its roots, and then starts the
-// barrier that releases the held messages (in that order: the server reads them in order).
-func (b *Bridge) settle(changed bool) {
-	first, waiters, next, barrier, release := b.roots.settle()
-	b.sendFetch(next)
-	for _, id := range waiters {
-		b.answerRoots(id)
-	}
-	if changed && !first {
-		b.sendServer(notificationLine(methodRootsChanged, nil))
-	}
-	b.sendBarrier(barrier)
-	if release {
-		b.releaseHeld()
-	}
-}
-
-// sendBarrier sends the server rootfs's ping id (null: none), which the hold waits for.
-func (b *Bridge) sendBarrier(id msgID) {
-	if id.isNull() {
-		return
-	}
-	b.sendServer(requestLine(id, "ping", nil))
-}
-
-// barrierReply handles the server's answer (a result or an error: either way it has read what
-// came before) to rootfs's ping id. It runs on the server loop.
-func (b *Bridge) barrierReply(id msgID) {
-	current, next, release := b.roots.endBarrier(id, false)
-	if !current {
-		b.log.Debug("dropped a late reply to rootfs's ping", zap.Stringer("id", id))
-		return
-	}
-	b.log.Debug("server answered rootfs's ping", zap.Stringer("id", id), zap.Bool("again", !next.isNull()), zap.Bool("release", release))
-	b.sendBarrier(next)
-	if release {
-		// Not on the server loop: forwarding blocks while the server does not read, and
-		// the server may be blocked writing to rootfs.
-		go b.releaseHeldLocked()
-	}
-}
-
-func (b *Bridge) barrierTimedOut(id msgID) {
-	b.hmu.RLock()
-	defer b.hmu.RUnlock()
-	if b.isDone() {
-		return
-	}
-	if current, _, release := b.roots.endBarrier(id, true); current {
-		b.log.Warn("server did not answer rootfs's ping in time; releasing the client's messages held for the roots",
-			zap.Duration("timeout", min(b.opts.RootsTimeout, pingTimeout)))
-		if release {
-			b.releaseHeld()
-		}
-	}
-}
-
-// useStatic installs the static roots.
-func (b *Bridge) useStatic(reason string) bool {
-	if len(b.opts.Static) == 0 && len(b.opts.Pinned) == 0 && b.opts.NoRoots != nil {
-		b.log.Error("no roots from anywhere; stopping", zap.String("reason", reason), zap.Error(b.opts.NoRoots))
-		b.end(true, b.opts.NoRoots)
-		return false
-	}
-	if len(b.opts.Static) == 0 && len(b.opts.Pinned) == 0 {
-		if b.roots.warnEmptyOnce() {
-			b.log.Warn("no roots: the server sees no files (give --root or --roots-file, or use a client with roots)",
-				zap.String("reason", reason))
-		}
-	} else {
-		b.log.Debug("using the static roots", zap.String("reason", reason), zap.Int("roots", len(b.opts.Static)))
-	}
-	return b.install(b.opts.Static, "static")
-}
-
-// install installs roots, with the pinned ones, into the view (View.Install builds the table
-// under the view's rules).
-func (b *Bridge) install(roots []rootset.Root, source string) bool {
-	t, err := b.opts.View.Install(rootset.UnionRoots(roots, b.opts.Pinned))
-	for _, s := range t.Skipped() {
-		b.log.Warn("root skipped", zap.String("source", source), s.Root.LogField(), zap.Error(s.Reason))
-	}
-	if err != nil {
-		b.log.Error("view swap failed; keeping the previous view", zap.Error(err))
-		return false
-	}
-	for _, e := range t.Entries() {
-		if e.Displaced != nil {
-			b.log.Warn("root not at its own path", e.Root.LogField(), zap.String("in_view", e.InView()), zap.String("reason", e.Displaced.Error()))
-		}
-	}
-	b.log.Debug("roots installed", zap.String("source", source), zap.Int("entries", len(t.Entries())),
-		zap.Int("skipped", len(t.Skipped())))
-	return true
-}
-
-// parseRoots decodes a ListRootsResult (rootset.DecodeRoots, at most maxRoots roots). Malformed
-// entries are dropped and logged; a malformed result as a whole is refused (nothing is ever
-// added from it).
-func (b *Bridge) parseRoots(result json.RawMessage) ([]rootset.Root, error) {
-	roots, dropped, err := rootset.DecodeRoots(result, maxRoots)
-	for _, d := range dropped {
-		b.log.Warn("dropped a malformed root", zap.String("why", d.Error()))
-	}
-	return roots, err
-}
-
-// serverRootsList answers the server's roots/list from the current table, or waits (at most
-// RootsTimeout) for the first roots.
-func (b *Bridge) serverRootsList(e *envelope) {
-	if len(e.rawID) > maxIDLen {
-		b.sendServer(errorReply(e.id, codeInvalidRequest,
-			fmt.Sprintf("invalid request: an id of %d bytes; rootfs keeps ids of at most %d (use a shorter id)", len(e.rawID), maxIDLen), nil))
-		return
-	}
-	answerNow, refused := b.roots.wait(e.id)
-	switch {
-	case refused:
-		b.refusedWaiters.add(b.log, "refused a server roots/list: too many waiting for the first roots", zap.Int("max_waiters", maxWaiters))
-		b.sendServer(errorReply(e.id, codeLimit, fmt.Sprintf(
-			"rootfs: %d roots/list requests already wait for the client's first roots; retry once initialization is complete", maxWaiters), nil))
-	case answerNow:
-		b.answerRoots(e.id)
-	}
-}
-
-func (b *Bridge) waiterTimedOut(id msgID) {
-	b.hmu.RLock()
-	defer b.hmu.RUnlock()
-	if b.isDone() || !b.roots.waiterTimedOut(id) {
-		return
-	}
-	b.log.Warn("roots not known in time; answered the server's roots/list with the current view")
-	b.answerRoots(id)
-}
-
-type wireRoot struct {
-	URI  string          `json:"uri"`
-	Name string          `json:"name,omitempty"`
-	Meta json.RawMessage `json:"_meta,omitempty"`
-}
-
-func (b *Bridge) answerRoots(id msgID) {
-	entries := b.opts.View.Table().Entries()
-	res := struct {
-		Roots []wireRoot `json:"roots"`
-	}{Roots: make([]wireRoot, 0, len(entries))}
-	for _, e := range entries {
-		res.Roots = append(res.Roots, wireRoot{URI: e.ViewURI(), Name: e.Root.Name, Meta: e.Root.Meta})
-	}
-	body, err := json.Marshal(res)
-	if err != nil { // only a corrupt _meta could do this; answer without metadata
-		for i := range res.Roots {
-			res.Roots[i].Meta = nil
-		}
-		body, _ = json.Marshal(res)
-	}
-	b.roots.remember(id)
-	b.sendServer(resultReply(id, body))
-}
-
-// forwardToServer forwards a client message to the server, or holds it while the server is
-// given the roots (see rootsState.keep and releaseHeld). responses: msg holds only responses to
-// the server's requests; waits: it may depend on the roots.
-func (b *Bridge) forwardToServer(msg []byte, responses, waits bool) {
-	if b.roots.keep(msg, responses, waits) {
-		return
-	}
-	_ = b.toServer.forward(msg) // fails only once the bridge is shutting down or the server broke
-}
-
-// releaseHeldLocked is releaseHeld under the handler lock, for a goroutine of its own (and the
-// settle's timer).
-func (b *Bridge) releaseHeldLocked() {
-	b.hmu.RLock()
-	defer b.hmu.RUnlock()
-	if !b.isDone() {
-		b.releaseHeld()
-	}
-}
-
-// releaseHeld forwards, in order, what the client sent while the server was being given its
-// roots (see rootsState), and stops holding when nothing holds the rest. Without the hold, a
-// tool call sent right after initialized or list_changed would reach the server before it had
-// the roots, and find none or the old ones. Messages that arrive while it releases are held and
-// released in turn, so order is kept; relMu keeps two releases from interleaving.
-func (b *Bridge) releaseHeld() {
-	b.relMu.Lock()
-	defer b.relMu.Unlock()
-	for {
-		held := b.roots.takeHeld()
-		if len(held) == 0 {
-			return
-		}
-		b.log.Debug("releasing client messages held for the roots", zap.Int("messages", len(held)))
-		for _, m := range held {
-			_ = b.toServer.forward(m)
-		}
-	}
+	s.fetch.stop()
+	s.barrier.stop()
+	s.settling.stop()
+	s.waiters.stop()
 }

@@ -92,7 +92,7 @@ func (b *Bridge) fromClient(line []byte) {
 	}
 	els, ok := splitBatch(t, maxBatch)
 	if !ok {
-		b.refusedBatch.add(b.log, "refused a batch over the limit from the client", zap.Int("max_batch", maxBatch))
+		b.refused.batch.add(b.log, "refused a batch over the limit from the client", zap.Int("max_batch", maxBatch))
 		b.sendClient(errorReply(msgID{}, codeInvalidRequest,
 			fmt.Sprintf("invalid request: a batch of more than %d messages; rootfs refuses larger batches (send fewer at once)", maxBatch), nil))
 		return
@@ -199,13 +199,13 @@ func (b *Bridge) routeClient(el []byte) route {
 				fmt.Sprintf("invalid request: an id of %d bytes; rootfs keeps ids of at most %d (use a shorter id)", len(e.rawID), maxIDLen), nil)}
 		}
 		if !b.pending.add(e.id) {
-			b.refusedPending.add(b.log, "refused a client request over the in-flight limit", zap.Int("max_pending", maxPending))
+			b.refused.pending.add(b.log, "refused a client request over the in-flight limit", zap.Int("max_pending", maxPending))
 			return route{reply: errorReply(e.id, codeLimit,
 				fmt.Sprintf("rootfs: %d requests to the server are already in flight; wait for some to be answered", maxPending), nil)}
 		}
 		if !b.roots.hold(len(el)) {
 			b.pending.take(e.id)
-			b.refusedHeld.add(b.log, "refused a client request: too many messages held for the roots",
+			b.refused.held.add(b.log, "refused a client request: too many messages held for the roots",
 				zap.String("method", e.method), zap.Int("max_held", maxHeld))
 			return route{reply: errorReply(e.id, codeLimit, fmt.Sprintf(
 				"rootfs: still giving the server the client's roots (roots/list) and already holding %d messages (or %d bytes) for it; retry once roots/list is answered", maxHeld, b.opts.MaxLine), nil)}
@@ -233,7 +233,7 @@ func (b *Bridge) routeClient(el []byte) route {
 			}
 		}
 		if !b.roots.hold(len(el)) {
-			b.refusedHeld.add(b.log, "dropped a client notification: too many messages held for the roots",
+			b.refused.held.add(b.log, "dropped a client notification: too many messages held for the roots",
 				zap.String("method", e.method), zap.Int("max_held", maxHeld))
 			return route{}
 		}
@@ -308,7 +308,7 @@ func (b *Bridge) routeServerLine(line []byte) []byte {
 	}
 	els, ok := splitBatch(t, maxBatch)
 	if !ok {
-		b.refusedBatch.add(b.log, "dropped a batch over the limit from the server", zap.Int("max_batch", maxBatch))
+		b.refused.batch.add(b.log, "dropped a batch over the limit from the server", zap.Int("max_batch", maxBatch))
 		return nil
 	}
 	var fwds [][]byte

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/seccomp"
 )
@@ -513,7 +514,7 @@ func apply(root string, op mountOp) error {
 		// appear in the sandbox, without this bind's ro,nosuid,nodev.
 		// Only the roots are meant to follow the host; cut the rest,
 		// first, so that none arrives after the remounts below.
-		if testKnob != "shared-binds" {
+		if !control.On(control.NoPrivateBinds) {
 			if err := linux.Mount("", t2, "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 				return err
 			}
@@ -527,7 +528,7 @@ func apply(root string, op mountOp) error {
 		// partition, a data disk under an auto-bound prefix) would leave
 		// that mount writable, to a server that is uid 0 and owns what
 		// root owns there. Each gets this bind's flags too.
-		if testKnob == "ro-top-only" {
+		if control.On(control.NoSubmountRemount) {
 			return nil
 		}
 		subs, err := submounts(filepath.Join(root, op.dest))

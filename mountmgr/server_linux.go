@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
@@ -75,10 +76,13 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	if spec.NoNetwork {
 		flags |= unix.CLONE_NEWNET
 	}
+	// P2's environment is its own; a control build's knobs go with it (P2
+	// applies some of them: see package control).
+	env := append([]string{envStage + "=" + stageInit, envSpecFD + "=3", envSyncFD + "=4", envParentPID + "=" + strconv.Itoa(os.Getpid())}, control.Environ()...)
 	cmd := &exec.Cmd{
 		Path:  "/proc/self/exe",
 		Args:  []string{"rootfs-init"},
-		Env:   []string{envStage + "=" + stageInit, envSpecFD + "=3", envSyncFD + "=4", envParentPID + "=" + strconv.Itoa(os.Getpid())},
+		Env:   env,
 		Dir:   "/",
 		Stdin: stdinR, Stdout: stdoutW, Stderr: stderrW,
 		ExtraFiles:  []*os.File{specR, syncW},

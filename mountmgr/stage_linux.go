@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
@@ -79,23 +80,6 @@ func MaybeRunStage() {
 	os.Exit(125)
 }
 
-// testKnob selects the old mount propagation for the negative controls of
-// the host-mount tests. Only tests set it, at link time (go build -ldflags
-// "-X github.com/rootfs-dev/rootfs/mountmgr.testKnob=VALUE"); it is empty
-// in every other build:
-//
-//	"private-daemon"  P1's namespace is private (before issue 10): a host
-//	                  mount made after start never reaches the view
-//	"shared-binds"    P2 leaves its binds of host paths receiving host mounts
-//	"ro-top-only"     a read-only bind leaves the source's submounts as they
-//	                  were (read-write), as before the fix
-//	"tmp-unchecked"   a mount on the sandbox's /tmp/X is not checked to be
-//	                  there and is removed by that path, not through its
-//	                  descriptor (the server may have moved the mount point)
-//	"tmp-stale"       the sandbox's /tmp/X is not replaced when the view's
-//	                  tmp/X becomes something else
-var testKnob string
-
 // daemonSetup runs first in P1: the mount namespace is new (clone flag), so
 // make every mount a slave before anything is mounted, then become not
 // dumpable so that nothing of the same uid can ptrace P1 or read its fds.
@@ -138,7 +122,7 @@ func mountBase(avoid []string) string {
 // less privileged namespace (CL_SHARED_TO_SLAVE); this keeps them so.
 func daemonSetup() error {
 	prop := uintptr(unix.MS_SLAVE)
-	if testKnob == "private-daemon" {
+	if control.On(control.NoSlaveDaemon) {
 		prop = unix.MS_PRIVATE
 	}
 	if err := linux.Mount("", "/", "", unix.MS_REC|prop, ""); err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
@@ -121,7 +122,7 @@ func attachTmpRoot(tmpFD, tree int, x string, procFD int) (bool, error) {
 		}
 		return false, err
 	}
-	if err := mountedAt(tmpFD, x, tree); err != nil && testKnob != "tmp-unchecked" {
+	if err := mountedAt(tmpFD, x, tree); err != nil && !control.On(control.NoTmpMountCheck) {
 		if derr := detachTree(tree, procFD); derr != nil {
 			err = fmt.Errorf("%w; and detaching it: %v", err, derr)
 		}
@@ -268,7 +269,7 @@ func (b *RootBinds) syncTmp() {
 			continue
 		}
 		// (The binds below /tmp lie in a kept one: it is never replaced.)
-		if now, err := identAt(b.dirFD, "tmp/"+x); !slices.Contains(b.tmpKeep, x) && (err != nil || now != m.of) && testKnob != "tmp-stale" {
+		if now, err := identAt(b.dirFD, "tmp/"+x); !slices.Contains(b.tmpKeep, x) && (err != nil || now != m.of) && !control.On(control.NoTmpRefresh) {
 			drop = append(drop, x) // stale: replaced below
 			add = append(add, x)
 		}
@@ -317,7 +318,7 @@ func (b *RootBinds) syncTmp() {
 		for _, x := range drop {
 			m := b.tmp[x]
 			var err error
-			if m.tree >= 0 && testKnob != "tmp-unchecked" {
+			if m.tree >= 0 && !control.On(control.NoTmpMountCheck) {
 				err = detachTree(m.tree, procFD)
 			} else {
 				err = unix.Unmount("/tmp/"+x, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)

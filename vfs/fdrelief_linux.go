@@ -11,6 +11,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // The view holds one O_PATH descriptor per inode the kernel remembers, so a
@@ -19,10 +21,6 @@ import (
 // view asks the kernel to forget the inodes it does not use
 // (FUSE_NOTIFY_PRUNE, Linux 6.16+), lets the runtime close the descriptors
 // of the nodes go-fuse then drops, and retries.
-
-// testNoFDRelief turns the relief off, for the negative control of its
-// test only (set in export_test.go).
-var testNoFDRelief = false
 
 // pruneBatch is how many node ids go in one FUSE_NOTIFY_PRUNE message.
 const pruneBatch = 512
@@ -35,7 +33,7 @@ func tooManyFiles(err error) bool {
 // the pressure and runs it again a few times.
 func (v *View) withFDs(open func() (int, error)) (int, error) {
 	fd, err := open()
-	if !tooManyFiles(err) || !v.mounted.Load() || testNoFDRelief {
+	if !tooManyFiles(err) || !v.mounted.Load() || control.On(control.NoFDRelief) {
 		return fd, err
 	}
 	for wait := time.Millisecond; wait <= 64*time.Millisecond; wait *= 2 {

@@ -35,10 +35,13 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
+// serveConfig is what a server serves. Each field documented as a negative
+// control turns one control.Knob on (see controls).
 type serveConfig struct {
 	Mnt         string
 	Roots       []string
@@ -62,8 +65,8 @@ type serveConfig struct {
 	NoHostWatch  bool
 	NoHostEvents bool
 	NoOpenDrop   bool // negative control of TestViewRevokeRenewedOpenFile
-	NoKillPriv   bool // negative control of the set-ID tests (testNoKillPriv)
-	PerFDLocks   bool // negative control of the lock-owner tests (testPerFDLocks)
+	NoKillPriv   bool // negative control of the set-ID tests
+	PerFDLocks   bool // negative control of the lock-owner tests
 	// PassthroughEvents: the watcher acts on the view's own passthrough
 	// writes (negative control of TestViewPassthroughOwnWrites).
 	PassthroughEvents bool
@@ -109,7 +112,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ROOTFS_VFS_LOCKER") != "" {
 		os.Exit(lockerMain())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testutil.RemoveControlTestBinary()
+	os.Exit(code)
 }
 
 func rootsOf(paths []string) []rootset.Root {
@@ -126,7 +131,12 @@ func serveMain(cfgJSON string) int {
 		fmt.Fprintln(os.Stderr, "serve: bad config:", err)
 		return 2
 	}
-	defer setKnobs(cfg)()
+	for _, k := range cfg.controls() {
+		if !control.On(k) {
+			fmt.Fprintf(os.Stderr, "serve: control %s is not on in this build\n", k)
+			return 2
+		}
+	}
 	if cfg.NoFile != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: cfg.NoFile, Max: cfg.NoFile}); err != nil {
 			fmt.Fprintln(os.Stderr, "serve: setrlimit:", err)
@@ -213,13 +223,13 @@ func serveMain(cfgJSON string) int {
 				fmt.Println(string(data))
 			case "notified":
 				// The host watcher's notifications so far.
-				fmt.Println(testNotified.Load())
+				fmt.Println(testStats.notified.Load())
 			case "dirrequests":
-				fmt.Println(testDirRequests.Load())
+				fmt.Println(testStats.dirRequests.Load())
 			case "flushes":
-				fmt.Println(testFlushes.Load())
+				fmt.Println(testStats.flushes.Load())
 			case "reads":
-				fmt.Println(testReads.Load())
+				fmt.Println(testStats.reads.Load())
 			case "fds":
 				// Descriptors left after the garbage collector ran the
 				// cleanups of unreachable nodes.
@@ -274,6 +284,33 @@ func (l *loopbackTop) OnAdd(ctx context.Context) {
 	}
 }
 
+// controls are the knobs cfg turns on: a server with any is a control
+// build of the test binary (testutil.ControlTestBinary).
+func (cfg serveConfig) controls() []control.Knob {
+	var ks []control.Knob
+	for _, c := range []struct {
+		on bool
+		k  control.Knob
+	}{
+		{cfg.NoInvalidate, control.NoSwapInvalidate},
+		{cfg.NoFDRelief, control.NoFDRelief},
+		{cfg.NoHostEvents, control.NoHostEvents},
+		{cfg.NoOpenDrop, control.NoOpenDrop},
+		{cfg.NoKillPriv, control.NoKillPriv},
+		{cfg.PerFDLocks, control.NoLockOwners},
+		{cfg.PassthroughEvents, control.NoPassthroughWindows},
+		{cfg.KeepOpendir, control.NoOpendirElision},
+		{cfg.TopPlainOffsets, control.NoTopListingGen},
+		{cfg.FlushLockedOnly, control.NoCloseUnlock},
+		{cfg.NoPrefill, control.NoPrefill},
+	} {
+		if c.on {
+			ks = append(ks, c.k)
+		}
+	}
+	return ks
+}
+
 // server is a running serve subprocess.
 type server struct {
 	t   testing.TB
@@ -301,6 +338,10 @@ func serve(t testing.TB, cfg serveConfig) *server {
 	data, _ := json.Marshal(cfg)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "ROOTFS_VFS_SERVE="+string(data))
+	if ks := cfg.controls(); ks != nil {
+		cmd.Path = testutil.ControlTestBinary(t)
+		cmd.Env = append(cmd.Env, control.EnvVar+"="+control.Names(ks...))
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,8 @@ package vfs
 // Host layout (Options.Layout = LayoutHost) through real mounts: each root
 // at its own path below synthetic read-only directories, swapped in one
 // step. Every test that can be fooled has a control run with the knob that
-// turns its protection off (see export_test.go), and checks that the
-// control does fail.
+// turns its protection off (a control.Knob: see serveConfig), and checks
+// that the control does fail.
 
 import (
 	"errors"

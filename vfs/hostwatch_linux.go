@@ -18,6 +18,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // The host watcher lets the kernel cache names, attributes, negative
@@ -101,10 +103,6 @@ type devWatch struct {
 	fsid [8]byte
 	ok   bool
 }
-
-// testNoHostEvents makes the watcher read and drop every event, for the
-// negative control of the host-change tests only (set in export_test.go).
-var testNoHostEvents = false
 
 func newHostWatch(v watchedView, log *zap.Logger, short time.Duration) (*hostWatch, error) {
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|
@@ -310,9 +308,6 @@ func (n *node) shortCache() bool {
 	return n.v.watch != nil && (!n.watched || n.v.watch.dead.Load() || n.v.watch.ptWriting(n))
 }
 
-// testNotified counts the watcher's notifications (read by the tests).
-var testNotified atomic.Int64
-
 // cacheTimes sets the reply's timeouts for a node the watcher does not
 // cover; the mount's defaults (long) apply to the others.
 func (n *node) cacheTimes(out interface {
@@ -342,7 +337,7 @@ func (w *hostWatch) run() {
 			}
 			return
 		}
-		if testNoHostEvents {
+		if control.On(control.NoHostEvents) {
 			continue
 		}
 		w.dispatch(buf[:k])
@@ -493,7 +488,7 @@ func (w *hostWatch) everything() []action {
 }
 
 func (w *hostWatch) notify(a action) {
-	testNotified.Add(1)
+	testStats.notified.Add(1)
 	in := a.n.EmbeddedInode()
 	if a.entry != "" {
 		w.dropEntry(in, a.entry)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
@@ -56,7 +57,7 @@ func (w *hostWatch) watchMounts(f *os.File, known map[string]bool) {
 			}
 		}
 		known = now
-		if !testNoHostEvents && w.v.serving() {
+		if !control.On(control.NoHostEvents) && w.v.serving() {
 			w.remounted(changed)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // Under passthrough the kernel writes to the backing file itself, in the
@@ -44,7 +46,7 @@ type ptWindow struct {
 // passthroughWriter records h, a handle the kernel writes through itself.
 func (v *View) passthroughWriter(h *fileHandle) {
 	w := v.watch
-	if w == nil || !h.writable || testPassthroughEvents {
+	if w == nil || !h.writable || control.On(control.NoPassthroughWindows) {
 		return
 	}
 	w.pt.mu.Lock()
@@ -117,7 +119,3 @@ func (w *hostWatch) ptDefer(n *node, mask uint64) bool {
 	}
 	return false
 }
-
-// testPassthroughEvents acts on every modification event, passthrough
-// windows or not: the negative control of TestViewPassthroughOwnWrites.
-var testPassthroughEvents = false

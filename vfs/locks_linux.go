@@ -15,6 +15,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // Record locks on a writable view (see "Locks" in the package comment).
@@ -89,23 +91,6 @@ import (
 // waits for a lock). Every close of a descriptor that flushes (above)
 // costs a FLUSH round trip.
 
-// testPerFDLocks restores the per-descriptor behaviour (locks on each
-// handle's own host descriptor, owners ignored): the negative control of
-// the lock tests. The vfs tests set it from serveConfig; the command's
-// tests link a binary with -X github.com/rootfs-dev/rootfs/vfs.testLockKnob=per-fd.
-var (
-	testLockKnob   string
-	testPerFDLocks = testLockKnob == "per-fd"
-)
-
-// testFlushLockedOnly makes a handle flush only when its file was locked
-// before it was opened, whatever its access, and gives RELEASE no opener's
-// locks to drop: the negative control of TestViewLockCloseEarlierDescriptor.
-var testFlushLockedOnly = false
-
-// testFlushes counts FLUSH requests (the tests' "flushes" command).
-var testFlushes atomic.Int64
-
 // lockTables maps a *node to its *nodeLocks while any owner holds a host
 // description for it.
 var lockTables sync.Map
@@ -138,7 +123,7 @@ var flushOwners sync.Map
 
 // forwardsLocks reports whether lock requests reach the daemon and are keyed
 // by owner: on a writable view (a read-only one keeps them in the kernel).
-func (v *View) forwardsLocks() bool { return !v.opts.ReadOnly && !testPerFDLocks }
+func (v *View) forwardsLocks() bool { return !v.opts.ReadOnly && !control.On(control.NoLockOwners) }
 
 // flushes reports whether closes of h's descriptors must reach the view
 // (FLUSH carries the lock owner): while the view forwards locks, unless h
@@ -148,7 +133,7 @@ func (h *fileHandle) flushes() bool {
 	switch {
 	case !h.n.v.forwardsLocks():
 		return false
-	case testFlushLockedOnly:
+	case control.On(control.NoCloseUnlock):
 		return h.n.file.locked.Load()
 	}
 	return h.writable || h.n.file.locked.Load()
@@ -209,7 +194,7 @@ func tgid(tid uint32) uint32 {
 
 // Flush records the lock owner for fileHandle.Flush.
 func (r rawFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
-	testFlushes.Add(1)
+	testStats.flushes.Add(1)
 	if r.v.forwardsLocks() && cancel != nil {
 		flushOwners.Store(cancel, in.LockOwner)
 		defer flushOwners.Delete(cancel)
@@ -248,7 +233,7 @@ func (h *fileHandle) releaseLocks(last bool) {
 		return
 	}
 	var opener uint32
-	if h.noflush && !testFlushLockedOnly {
+	if h.noflush && !control.On(control.NoCloseUnlock) {
 		opener = h.opener.Load()
 	}
 	nl := v.(*nodeLocks)

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // Directories without OPENDIR (FUSE_NO_OPENDIR_SUPPORT, Linux 5.1+).
@@ -37,13 +39,6 @@ type rawState struct {
 	noOpendir atomic.Int32 // 0 unknown, 1 negotiated, 2 not
 }
 
-// testOpendir keeps OPENDIR (the negative control of TestViewWarmWalkNoDirRequests).
-var testOpendir = false
-
-// testDirRequests counts OPENDIR, READDIR(PLUS) and RELEASEDIR requests
-// (read by the tests).
-var testDirRequests atomic.Int64
-
 func (r rawFS) Init(s *fuse.Server) {
 	if r.st != nil {
 		r.st.srv.Store(s)
@@ -54,7 +49,7 @@ func (r rawFS) Init(s *fuse.Server) {
 // noOpendir reports whether OPENDIR may answer ENOSYS: the kernel offered
 // FUSE_NO_OPENDIR_SUPPORT (MountOptions asks for it whenever offered).
 func (r rawFS) noOpendir() bool {
-	if r.st == nil || testOpendir {
+	if r.st == nil || control.On(control.NoOpendirElision) {
 		return false
 	}
 	switch r.st.noOpendir.Load() {
@@ -77,7 +72,7 @@ func (r rawFS) noOpendir() bool {
 }
 
 func (r rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	testDirRequests.Add(1)
+	testStats.dirRequests.Add(1)
 	if r.noOpendir() {
 		return fuse.ENOSYS
 	}
@@ -85,7 +80,7 @@ func (r rawFS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOu
 }
 
 func (r rawFS) ReleaseDir(in *fuse.ReleaseIn) {
-	testDirRequests.Add(1)
+	testStats.dirRequests.Add(1)
 	r.RawFileSystem.ReleaseDir(in)
 }
 
@@ -106,12 +101,12 @@ func (r rawFS) withDir(cancel <-chan struct{}, hdr *fuse.InHeader, fh *uint64, s
 }
 
 func (r rawFS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	testDirRequests.Add(1)
+	testStats.dirRequests.Add(1)
 	return r.withDir(cancel, &in.InHeader, &in.Fh, func() fuse.Status { return r.RawFileSystem.ReadDir(cancel, in, out) })
 }
 
 func (r rawFS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	testDirRequests.Add(1)
+	testStats.dirRequests.Add(1)
 	return r.withDir(cancel, &in.InHeader, &in.Fh, func() fuse.Status { return r.RawFileSystem.ReadDirPlus(cancel, in, out) })
 }
 

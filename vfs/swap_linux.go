@@ -19,6 +19,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
@@ -115,7 +116,7 @@ func (v *View) swap(t *rootset.Table) error {
 	// Open files whose kernel inode is no longer in the tree (renewed, or
 	// renamed over through the view) are reached through the open set.
 	var detached []*node
-	if !testNoOpenDrop {
+	if !control.On(control.NoOpenDrop) {
 		detached = sw.open.of(leaving)
 	}
 	v.writeBack(removed, detached)
@@ -176,7 +177,7 @@ func (v *View) snapshotOf(t *rootset.Table, old *snapshot) *snapshot {
 // revocation may still be lost (EIO at write-back, reported by fsync and
 // close).
 func (v *View) writeBack(removed []string, detached []*node) {
-	if !v.writeback() || !v.mounted.Load() || testSkipInvalidate {
+	if !v.writeback() || !v.mounted.Load() || control.On(control.NoSwapInvalidate) {
 		return
 	}
 	for _, key := range removed {
@@ -224,7 +225,7 @@ func (v *View) revoke(old *snapshot, removed []string, leaving map[*rootInc]bool
 // (which the kernel may hold as negative entries), and the attributes and
 // listings of the synthetic directories whose children changed.
 func (v *View) invalidate(old, ns *snapshot, removed []string, detached []*node) error {
-	if !v.mounted.Load() || testSkipInvalidate {
+	if !v.mounted.Load() || control.On(control.NoSwapInvalidate) {
 		return nil
 	}
 	var errs []error
@@ -308,15 +309,6 @@ func (v *View) dropListing(key string) {
 		n.NotifyContent(0, 0)
 	}
 }
-
-// testSkipInvalidate turns off swap's kernel notifications, for the
-// negative control of the swap tests only (set in export_test.go).
-var testSkipInvalidate = false
-
-// testNoOpenDrop makes swap leave open files outside the tree alone, for
-// the negative control of TestViewRevokeRenewedOpenFile only (set in
-// export_test.go).
-var testNoOpenDrop = false
 
 // benignNotify: ENOENT means the kernel had nothing cached; ENOTEMPTY and
 // EBUSY come after the dentry was already invalidated (a busy directory).

@@ -8,6 +8,8 @@ import (
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // A listing of a synthetic directory (the top level, or in host layout one
@@ -72,16 +74,11 @@ func (s *topStream) start() {
 		snap := s.r.v.current()
 		s.entries = s.r.listOf(snap)
 		s.id = snap.gen
-		if testTopPlainOffsets {
+		if control.On(control.NoTopListingGen) {
 			s.id = 0
 		}
 	}
 }
-
-// testTopPlainOffsets numbers entries by position only and continues a
-// listing in the current table (the negative control of
-// TestViewTopListingOneTable).
-var testTopPlainOffsets = false
 
 func (s *topStream) HasNext() bool {
 	s.start()
@@ -102,7 +99,7 @@ func (s *topStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 		s.started, s.idx = false, 0
 		return 0
 	}
-	if testTopPlainOffsets {
+	if control.On(control.NoTopListingGen) {
 		s.start()
 		if int(off) > len(s.entries) {
 			return syscall.EINVAL

@@ -15,6 +15,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // truncateAt sets the size through a writable handle, or else through a
@@ -50,14 +52,6 @@ func (n *node) truncateAt(fd int, fh *fileHandle, in *fuse.SetAttrIn) error {
 // capXattr is the file capability attribute (vfs_cap_data).
 const capXattr = "security.capability"
 
-// testNoKillPriv turns off the view's handling of set-ID bits and file
-// capabilities on data changes, for the negative controls of the
-// set-ID tests: no killPriv (the daemon changes data with its own
-// CAP_FSETID), passthrough for every file with the daemon's credentials
-// (PassthroughFd, lowerForBacking), and security.capability never removed.
-// Set in export_test.go.
-var testNoKillPriv = false
-
 // killPriv does to the regular file open on fd what the kernel does before
 // a change to a file's data or size by a caller without CAP_FSETID: it
 // removes the file capability (security.capability), clears S_ISUID, and
@@ -77,7 +71,7 @@ var testNoKillPriv = false
 // neither root nor the owner lacks CAP_FSETID, so the host kernel clears
 // the bits on the daemon's own change.
 func killPriv(fd int) error {
-	if testNoKillPriv {
+	if control.On(control.NoKillPriv) {
 		return nil
 	}
 	var st syscall.Stat_t

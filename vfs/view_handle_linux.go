@@ -11,6 +11,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // fileHandle is an open regular file. Every operation but Release fails with
@@ -95,7 +97,7 @@ func (h *fileHandle) PassthroughFd() (int, bool) {
 	if err := unix.Fstatfs(h.fd, &sfs); err != nil || sfs.Type == unix.FUSE_SUPER_MAGIC {
 		return -1, false
 	}
-	if !testNoKillPriv && privileged(h.fd) {
+	if !control.On(control.NoKillPriv) && privileged(h.fd) {
 		return -1, false
 	}
 	if !h.n.v.lowerForBacking() {
@@ -123,13 +125,6 @@ func privileged(fd int) bool {
 // prefillMax bounds the files prefill pushes.
 const prefillMax = 16 << 10
 
-// testNoPrefill turns prefill off: the negative control of
-// TestViewPrefill. testReads counts READ requests (the tests' "reads").
-var (
-	testNoPrefill = false
-	testReads     atomic.Int64
-)
-
 // prefill pushes a small file's data into the kernel's page cache
 // (FUSE_NOTIFY_STORE) at its first read-only OPEN through the view, before
 // the reply, so that the first read(2) finds it there instead of sending
@@ -145,7 +140,7 @@ var (
 func (h *fileHandle) prefill() {
 	n := h.n
 	f := n.file
-	if testNoPrefill || h.writable || n.v.opts.Passthrough || f.prefilled.Load() || f.writers.Load() != 0 {
+	if control.On(control.NoPrefill) || h.writable || n.v.opts.Passthrough || f.prefilled.Load() || f.writers.Load() != 0 {
 		return
 	}
 	var st, after syscall.Stat_t
@@ -182,7 +177,7 @@ func (h *fileHandle) prefill() {
 }
 
 func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	testReads.Add(1)
+	testStats.reads.Add(1)
 	if err := h.n.live(); err != nil {
 		return nil, h.errno("read", err)
 	}
@@ -302,7 +297,7 @@ func (h *fileHandle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock,
 	if err := h.n.live(); err != nil {
 		return h.errno("getlk", err)
 	}
-	if !testPerFDLocks {
+	if !control.On(control.NoLockOwners) {
 		return h.getLock(owner, lk, out)
 	}
 	var flk syscall.Flock_t
@@ -344,7 +339,7 @@ func (h *fileHandle) setLock(ctx context.Context, owner uint64, lk *fuse.FileLoc
 		}
 		return h.errno("flock", syscall.Flock(h.fd, op))
 	}
-	if !testPerFDLocks {
+	if !control.On(control.NoLockOwners) {
 		return h.setRecordLock(ctx, owner, lk, wait)
 	}
 	var flk syscall.Flock_t

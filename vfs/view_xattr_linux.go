@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
@@ -160,7 +162,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 // allowed, and nothing may be set.
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	err := func() error {
-		if attr == capXattr && n.kind == syscall.S_IFREG && !testNoKillPriv {
+		if attr == capXattr && n.kind == syscall.S_IFREG && !control.On(control.NoKillPriv) {
 			if err := n.mutable(); err != nil {
 				return err
 			}

@@ -72,7 +72,9 @@ func TestMain(m *testing.M) {
 	case "mainthread":
 		os.Exit(mainThreadMain()) // mountapi_linux_test.go
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testutil.RemoveControlTestBinary()
+	os.Exit(code)
 }
 
 // ---- the synthetic file system ----

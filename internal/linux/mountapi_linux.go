@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
 // The new mount API (open_tree, move_mount: Linux 5.2; mount_setattr:
@@ -206,10 +208,6 @@ func InMountNamespace(nsFD int, fn func() error) error {
 	})
 }
 
-// spareMainThread is false only in the negative control of the test that
-// shows the main thread kept out of the namespace (mountapi_linux_test.go).
-var spareMainThread = true
-
 // onOtherThread runs fn on a goroutine locked to an OS thread other than
 // the main thread, and ends that thread when fn returns (no
 // UnlockOSThread: the runtime ends a thread whose locked goroutine exits).
@@ -229,7 +227,7 @@ func onOtherThread(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if spareMainThread && unix.Gettid() == unix.Getpid() {
+		if !control.On(control.NoSpareMainThread) && unix.Gettid() == unix.Getpid() {
 			errc <- onOtherThread(fn)
 			runtime.UnlockOSThread()
 			return

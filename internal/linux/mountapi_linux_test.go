@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
@@ -48,7 +49,8 @@ type mainThreadReport struct {
 // mainThreadMain runs InMountNamespace at a moment when the scheduler has
 // the main thread free and nothing else to run (GOMAXPROCS=1), and reports
 // where fn ran and which mount namespace the main thread is in afterwards.
-// ROOTFS_SPARE_MAIN=0 runs it without the main thread guard.
+// A control build with control.NoSpareMainThread on runs it without the
+// main thread guard.
 func mainThreadMain() int {
 	var r mainThreadReport
 	defer func() {
@@ -100,7 +102,6 @@ func mainThreadMain() int {
 		return 1
 	}
 
-	spareMainThread = os.Getenv("ROOTFS_SPARE_MAIN") != "0"
 	runtime.UnlockOSThread()
 	err = InMountNamespace(nsFD, func() error {
 		r.FnOnMain = onMain()
@@ -117,14 +118,18 @@ func mainThreadMain() int {
 // TestInMountNamespaceSparesMainThread: fn never runs on the main thread,
 // which therefore never joins the namespace, even when the scheduler hands
 // InMountNamespace's goroutine the main thread. Negative control: without
-// the guard (ROOTFS_SPARE_MAIN=0), fn runs there and the main thread stays
-// in the namespace it joined.
+// the guard (control.NoSpareMainThread), fn runs there and the main thread
+// stays in the namespace it joined.
 func TestInMountNamespaceSparesMainThread(t *testing.T) {
 	testutil.RequireRoot(t)
-	run := func(spare string) mainThreadReport {
+	run := func(knobs ...control.Knob) mainThreadReport {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envRole+"=mainthread", "GOMAXPROCS=1", "ROOTFS_SPARE_MAIN="+spare)
+		cmd.Env = append(os.Environ(), envRole+"=mainthread", "GOMAXPROCS=1")
+		if len(knobs) > 0 {
+			cmd.Path = testutil.ControlTestBinary(t)
+			cmd.Env = append(cmd.Env, control.EnvVar+"="+control.Names(knobs...))
+		}
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		var r mainThreadReport
@@ -143,12 +148,12 @@ func TestInMountNamespaceSparesMainThread(t *testing.T) {
 		return r
 	}
 
-	control := run("0")
-	t.Logf("without the guard: %+v", control)
-	if !control.FnOnMain || control.MainAfter != control.Target {
-		t.Errorf("negative control: without the guard fn should run on the main thread and leave it in %s; got %+v", control.Target, control)
+	unguarded := run(control.NoSpareMainThread)
+	t.Logf("without the guard: %+v", unguarded)
+	if !unguarded.FnOnMain || unguarded.MainAfter != unguarded.Target {
+		t.Errorf("negative control: without the guard fn should run on the main thread and leave it in %s; got %+v", unguarded.Target, unguarded)
 	}
-	r := run("1")
+	r := run()
 	t.Logf("with the guard: %+v", r)
 	if r.FnOnMain {
 		t.Errorf("fn ran on the main thread: %+v", r)

@@ -19,7 +19,7 @@ import (
 func TestRunRefusesBindThroughPlantedSymlink(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
-	bin := knobBinary(t, "")
+	bin := knobBinary(t)
 	base, err := os.MkdirTemp("/var/tmp", "rootfs-bindsrc-")
 	if err != nil {
 		t.Fatal(err)

@@ -18,24 +18,22 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
 // The host-mount tests: a mount the host makes over a directory of a root
 // after the view started shows through the view, and its unmount too, for
 // `rootfs run` (read by a command inside the sandbox) and `rootfs mount`.
-// Their negative controls are binaries built with mountmgr's link-time test
-// knob (the propagation before issue 10).
+// Their negative controls run a control build with mountmgr's knobs (the
+// propagation before issue 10).
 
-// knobBinary builds cmd/rootfs with mountmgr.testKnob set (empty: a normal
-// build) into a directory every user can read, then runs before.
-func knobBinary(t *testing.T, knob string, before ...func(*testing.T)) string {
+// knobBinary builds cmd/rootfs into a directory every user can read: a
+// normal build, or with knobs a control build (-tags rootfs_control) that
+// the test's environment tells to turn them on (control.EnvVar, set for
+// the test and its subtests; a normal build ignores it).
+func knobBinary(t *testing.T, knobs ...control.Knob) string {
 	t.Helper()
-	defer func() {
-		for _, f := range before {
-			f(t)
-		}
-	}()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go toolchain not available to build cmd/rootfs")
@@ -48,15 +46,13 @@ func knobBinary(t *testing.T, knob string, before ...func(*testing.T)) string {
 	os.Chmod(dir, 0o755)
 	p := filepath.Join(dir, "rootfs")
 	args := []string{"build", "-o", p}
-	switch {
-	case strings.Contains(knob, "="): // pkg.var=value, another package's knob
-		args = append(args, "-ldflags", "-X github.com/rootfs-dev/rootfs/"+knob)
-	case knob != "":
-		args = append(args, "-ldflags", "-X github.com/rootfs-dev/rootfs/mountmgr.testKnob="+knob)
+	if len(knobs) > 0 {
+		args = append(args, "-tags", "rootfs_control")
+		t.Setenv(control.EnvVar, control.Names(knobs...))
 	}
 	out, err := exec.Command(goTool, append(args, "github.com/rootfs-dev/rootfs/cmd/rootfs")...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build ./cmd/rootfs: %v\n%s", err, out)
+		t.Fatalf("go build %s ./cmd/rootfs: %v\n%s", strings.Join(args[3:], " "), err, out)
 	}
 	return p
 }
@@ -288,16 +284,16 @@ func TestRunSeesHostMount(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
 	t.Run("fixed", func(t *testing.T) {
-		checkHostMount(t, runHostMount(t, knobBinary(t, ""), 0))
+		checkHostMount(t, runHostMount(t, knobBinary(t), 0))
 	})
 	t.Run("control-private-daemon", func(t *testing.T) {
-		r := runHostMount(t, knobBinary(t, "private-daemon"), 0)
+		r := runHostMount(t, knobBinary(t, control.NoSlaveDaemon), 0)
 		if r.seen != 0 {
 			t.Errorf("control: with P1's namespace private the host mount was still seen (read %d): the test shows nothing", r.seen)
 		}
 	})
 	t.Run("control-shared-binds", func(t *testing.T) {
-		r := runHostMount(t, knobBinary(t, "shared-binds"), 0)
+		r := runHostMount(t, knobBinary(t, control.NoPrivateBinds), 0)
 		if r.other != "over" || r.masters == 0 {
 			t.Errorf("control: with P2's binds left as slaves the host mount below --ro-bind did not show (%q, %d receiving mounts): the test shows nothing", r.other, r.masters)
 		}
@@ -327,16 +323,22 @@ func TestRunSeesHostMountUnprivileged(t *testing.T) {
 		t.Skipf("no unprivileged user namespaces here: %v", err)
 	}
 	t.Run("fixed", func(t *testing.T) {
-		checkHostMount(t, runHostMount(t, knobBinary(t, "", openFUSE), 65534))
+		bin := knobBinary(t)
+		openFUSE(t)
+		checkHostMount(t, runHostMount(t, bin, 65534))
 	})
 	t.Run("control-private-daemon", func(t *testing.T) {
-		r := runHostMount(t, knobBinary(t, "private-daemon", openFUSE), 65534)
+		bin := knobBinary(t, control.NoSlaveDaemon)
+		openFUSE(t)
+		r := runHostMount(t, bin, 65534)
 		if r.seen != 0 {
 			t.Errorf("control: with P1's namespace private the host mount was still seen (read %d): the test shows nothing", r.seen)
 		}
 	})
 	t.Run("control-shared-binds", func(t *testing.T) {
-		r := runHostMount(t, knobBinary(t, "shared-binds", openFUSE), 65534)
+		bin := knobBinary(t, control.NoPrivateBinds)
+		openFUSE(t)
+		r := runHostMount(t, bin, 65534)
 		if r.other != "over" || r.masters == 0 {
 			t.Errorf("control: with P2's binds left as slaves the host mount below --ro-bind did not show (%q, %d receiving mounts): the test shows nothing", r.other, r.masters)
 		}
@@ -351,7 +353,7 @@ func TestRunSeesHostMountUnprivileged(t *testing.T) {
 func TestMountSeesHostMount(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.RequireFUSE(t)
-	bin := knobBinary(t, "")
+	bin := knobBinary(t)
 	t.Run("watched", func(t *testing.T) { mountSeesHostMount(t, bin, 0) })
 	t.Run("no-host-watch", func(t *testing.T) { mountSeesHostMount(t, bin, 0, "--no-host-watch") })
 	t.Run("unprivileged", func(t *testing.T) {
@@ -442,7 +444,7 @@ func TestRunReadOnlySQLite(t *testing.T) {
 	if err != nil {
 		t.Skip("sqlite3 not installed (Debian package sqlite3)")
 	}
-	bin := knobBinary(t, "")
+	bin := knobBinary(t)
 	for _, tc := range []struct {
 		name   string
 		ro     bool

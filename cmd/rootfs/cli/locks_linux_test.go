@@ -10,14 +10,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
 // TestSQLiteTwoConnections: two SQLite connections in one process commit on
 // a database in a root, through `rootfs mount` and inside `rootfs run`
 // (testutil.SQLiteTwoConnectionsScript), on the daemon path (--strict) and
-// on the kernel data path. The control is a binary linked
-// with the per-descriptor locking the view had before, where the second
+// on the kernel data path. The control is a control build with the
+// per-descriptor locking the view had before, where the second
 // connection's write fails with "database is locked".
 func TestSQLiteTwoConnections(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -26,7 +27,7 @@ func TestSQLiteTwoConnections(t *testing.T) {
 	if err != nil {
 		t.Skip("sqlite3 not installed (Debian package sqlite3)")
 	}
-	bins := map[bool]string{false: knobBinary(t, ""), true: knobBinary(t, "vfs.testLockKnob=per-fd")}
+	bins := map[bool]string{false: knobBinary(t), true: knobBinary(t, control.NoLockOwners)}
 	for _, how := range []string{"mount", "run", "run-kernel-path"} {
 		for _, control := range []bool{false, true} {
 			if control && how == "run-kernel-path" {

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
@@ -17,7 +18,7 @@ import (
 // partition, a data disk under an auto-bound prefix in life) is read-only
 // all the way down. The server runs as uid 0 when rootfs does and owns
 // what root owns, so a writable submount is a write to the host as root.
-// Control: the binary built with the knob "ro-top-only" (the submounts
+// Control: a control build with control.NoSubmountRemount (the submounts
 // keep their own flags) lets the same write through.
 func TestRunROBindCoversSubmounts(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -62,12 +63,12 @@ func TestRunROBindCoversSubmounts(t *testing.T) {
 		return string(b)
 	}
 	t.Run("fixed", func(t *testing.T) {
-		if got := run(t, knobBinary(t, "")); got != "host\n" {
+		if got := run(t, knobBinary(t)); got != "host\n" {
 			t.Errorf("the server wrote %q into a mount below --ro-bind", got)
 		}
 	})
 	t.Run("control-ro-top-only", func(t *testing.T) {
-		if got := run(t, knobBinary(t, "ro-top-only")); got != "sandbox\n" {
+		if got := run(t, knobBinary(t, control.NoSubmountRemount)); got != "sandbox\n" {
 			t.Errorf("control: with the submounts left alone the write did not get through (%q): the test shows nothing", got)
 		}
 	})

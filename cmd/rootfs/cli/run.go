@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 	"github.com/rootfs-dev/rootfs/mountmgr"
 	"github.com/rootfs-dev/rootfs/rootset"
@@ -723,9 +724,9 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 }
 
 // writtenSet starts the session's record of what the server can write with
-// the read-write binds (nil under the test-only control build).
+// the read-write binds (nil under control.NoWriteSet).
 func writtenSet(spec *mountmgr.Spec) (*rootset.WriteSet, error) {
-	if unprotectedNested {
+	if control.On(control.NoWriteSet) {
 		return nil, nil
 	}
 	w := rootset.NewWriteSet(0)
@@ -778,7 +779,7 @@ func (rf *runFlags) serverWritable(spec *mountmgr.Spec, static *rootset.Table, f
 // resolves the source again when the sandbox mounts it, before this
 // session's server runs.
 func checkBindSources(binds []mountmgr.Bind, writable []string) error {
-	if unprotectedNested || len(writable) == 0 {
+	if control.On(control.NoWriteSet) || len(writable) == 0 {
 		return nil
 	}
 	written := rootset.NewWriteSet(0)
