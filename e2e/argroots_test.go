@@ -28,6 +28,9 @@ func TestArgRootsServerFilesystem(t *testing.T) {
 	mustWrite(t, filepath.Join(base, "alice", "private.txt"), secret+"\n")
 	must(t, os.MkdirAll(elsewhere, 0o755))
 	server := []string{node, serverFilesystemJS(), proj}
+	// The arguments name host paths: they are roots at those paths only in
+	// host layout (flat layout moves every root to /NAME).
+	hostLayout := append(nodeFlags(), "--layout", "host")
 
 	for _, c := range []struct {
 		name  string
@@ -49,7 +52,7 @@ func TestArgRootsServerFilesystem(t *testing.T) {
 				call("read", "read_text_file", map[string]any{"path": filepath.Join(proj, "a.txt")}),
 				call("secret", "read_text_file", map[string]any{"path": filepath.Join(base, "alice", "private.txt")}),
 			}
-			tr := runTS(t, wrap(rootfs, nodeFlags(), server...), sc)
+			tr := runTS(t, wrap(rootfs, hostLayout, server...), sc)
 			a := tr.step(t, "allowed")
 			expect(t, kindWorks, c.name+": server-filesystem started with its directory argument and lists it", a.Satisfied, "%s\nstderr:\n%s", a, tr.stderr)
 			r := tr.step(t, "read")
@@ -61,7 +64,7 @@ func TestArgRootsServerFilesystem(t *testing.T) {
 
 	// Negative control: without argument roots the server finds no
 	// directory at start and exits before answering, as the issue saw.
-	ok, status, stderr := rawRun(t, wrap(rootfs, append(nodeFlags(), "--no-arg-roots", "--root", other), server...), launchEnv(elsewhere), 30*time.Second)
+	ok, status, stderr := rawRun(t, wrap(rootfs, append(hostLayout, "--no-arg-roots", "--root", other), server...), launchEnv(elsewhere), 30*time.Second)
 	expect(t, kindControl, "with --no-arg-roots server-filesystem dies at start", !ok && status != 0 && strings.Contains(stderr, proj), "ok=%v status=%d\nstderr:\n%s", ok, status, stderr)
 }
 
@@ -80,7 +83,7 @@ func TestArgRootsScriptInWorkspace(t *testing.T) {
 	must(t, err)
 	must(t, os.WriteFile(script, []byte(strings.Replace(string(data), `require("readline")`, `readline`, 1)), 0o755))
 	mustWrite(t, filepath.Join(ws, "data.txt"), "workspace data\n")
-	tr := runTS(t, wrap(rootfs, nil, node, script), scenario{Cwd: ws, Capabilities: map[string]any{}, Roots: []mcpRoot{}, Steps: []step{
+	tr := runTS(t, wrap(rootfs, []string{"--layout", "host"}, node, script), scenario{Cwd: ws, Capabilities: map[string]any{}, Roots: []mcpRoot{}, Steps: []step{
 		{"op": "listTools", "label": "tools"},
 		call("read", "read", map[string]any{"path": "data.txt"}),
 	}})
