@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ---- ids ----
@@ -248,7 +249,11 @@ func decodeMethod(raw []byte) (string, error) {
 
 // decodeString decodes a JSON string token.
 func decodeString(raw []byte) (string, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+	// The fast path only for valid UTF-8: a parser replaces each invalid
+	// byte with U+FFFD (encoding/json does, and so does a JavaScript peer
+	// reading UTF-8), and rootfs must name an id as its peer does, or its
+	// own answer to that id would carry another.
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw[1 : len(raw)-1]), nil
 	}
 	var s string
