@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/rootfs-dev/rootfs/internal/testutil"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
 )
@@ -99,7 +97,7 @@ func TestUnixSocketsInRoots(t *testing.T) {
 					sock := filepath.Join(dir, "srv.sock")
 					done := make(chan struct{})
 					host := make(chan string, 1)
-					go func() { host <- hostDial(sock, done) }()
+					go func() { host <- testutil.DialWhenThere(sock, done) }()
 					res := run("serve", sock, "3")
 					close(done)
 					return res["bind"], <-host
@@ -144,38 +142,6 @@ func TestUnixSocketsInRoots(t *testing.T) {
 					t.Errorf("a root below /tmp: the README says a socket file can be made there (and reached from the host on the kernel data path); bind %s, host %s, want ok and %s", bind, host, wantHost)
 				}
 			})
-		}
-	}
-}
-
-// hostDial waits for a socket file at path (until done), connects to it as
-// a host process and returns the line it reads, the errno name, or "no
-// socket".
-func hostDial(path string, done <-chan struct{}) string {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			c, err := net.DialTimeout("unix", path, 3*time.Second)
-			if err != nil {
-				var e unix.Errno
-				if errors.As(err, &e) {
-					return unix.ErrnoName(e)
-				}
-				return err.Error()
-			}
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-			line, err := bufio.NewReader(c).ReadString('\n')
-			if err != nil {
-				return "read: " + err.Error()
-			}
-			return strings.TrimSpace(line)
-		}
-		select {
-		case <-done:
-			return "no socket"
-		case <-tick.C:
 		}
 	}
 }

@@ -3,16 +3,12 @@ package mountmgr
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
@@ -82,7 +78,7 @@ func TestUnixSocketsInRoot(t *testing.T) {
 			}
 			done := make(chan struct{})
 			hostDial := make(chan string, 1)
-			go func() { hostDial <- dialWhenThere(filepath.Join(f.data, "srv.sock"), done) }()
+			go func() { hostDial <- testutil.DialWhenThere(filepath.Join(f.data, "srv.sock"), done) }()
 			out, code := runSandbox(t, sandboxRun{cfg: p1Config{Data: f.data, Spec: spec, FUSE: true, Kernel: tc.kernel}})
 			close(done)
 			host := <-hostDial
@@ -158,36 +154,4 @@ type unixOutcome struct {
 	Path string `json:"path"`
 	Err  string `json:"err"`
 	Line string `json:"line"`
-}
-
-// dialWhenThere waits for a socket file at path (until done), connects to
-// it as a host process and returns the line it reads, the errno name, or
-// "no socket".
-func dialWhenThere(path string, done <-chan struct{}) string {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			c, err := net.DialTimeout("unix", path, 3*time.Second)
-			if err != nil {
-				var e unix.Errno
-				if errors.As(err, &e) {
-					return unix.ErrnoName(e)
-				}
-				return err.Error()
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(3 * time.Second))
-			line, err := bufio.NewReader(c).ReadString('\n')
-			if err != nil {
-				return "read: " + err.Error()
-			}
-			return strings.TrimSpace(line)
-		}
-		select {
-		case <-done:
-			return "no socket"
-		case <-tick.C:
-		}
-	}
 }
