@@ -91,52 +91,76 @@ func (rf *runFlags) argRoots() ([]rootset.Root, error) {
 			explicit[abs] = true
 		}
 	}
-	seen := map[string]bool{}
-	var out []rootset.Root
-	script := -1 // an interpreter's script is code: auto-bind shows it
-	if exe, err := mountmgr.ResolveCommand(rf.argv[0], os.Getenv("PATH")); err == nil {
-		script = mountmgr.ScriptOperand(exe, rf.argv[1:])
+	exe := rf.argv[0]
+	if p, err := mountmgr.ResolveCommand(exe, os.Getenv("PATH")); err == nil {
+		exe = p
 	}
-	for i, a := range rf.argv[1:] {
+	allow := rf.allowDirs()
+	var out []rootset.Root
+	for _, c := range argPaths(exe, rf.argv[1:], cwd, nil) {
+		a, p := c.arg, c.path
+		if explicit[p] {
+			continue
+		}
+		real := p
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			real = r
+		}
+		switch {
+		case real == "/" || p == "/":
+			return nil, argRootErr("%q is /; give --root for each directory the server needs", a)
+		case home != "" && home != "." && (real == home || strings.HasPrefix(home, real+"/")):
+			return nil, argRootErr("%q is your home directory or above it, which rootfs never shows whole; give --root %s to mean it, or name a directory below it", a, p)
+		case argCredential(real, home) || argCredential(p, home):
+			return nil, argRootErr("%q is or lies in a credential directory, which rootfs never shows unasked; give --root %s to mean it", a, p)
+		}
+		if !allowedBy(real, allow, rf.run.Allow) {
+			return nil, argRootErr("%q is not beneath --allow; give --root %s, or widen --allow", a, p)
+		}
+		out = append(out, rootset.Root{URI: p})
+	}
+	return out, nil
+}
+
+// argCandidate is an argument that names a path which becomes a root: the
+// argument as given and the path.
+type argCandidate struct{ arg, path string }
+
+// argPaths returns, in argument order and each path once, the paths that
+// args name and that become roots (see the section comment), before the
+// refusals: not the script the interpreter exe runs, nor paths in the
+// runtime directories or an installation. expand, when not nil, maps a
+// value before it is resolved (a client's variables, for wrap's preview).
+func argPaths(exe string, args []string, cwd string, expand func(string) string) []argCandidate {
+	script := mountmgr.ScriptOperand(exe, args) // code: auto-bind shows it
+	seen := map[string]bool{}
+	var out []argCandidate
+	for i, a := range args {
 		if i == script {
 			continue
 		}
-		cands := []string{a}
+		v := a
 		if strings.HasPrefix(a, "-") {
-			_, v, ok := strings.Cut(a, "=")
+			_, val, ok := strings.Cut(a, "=")
 			if !ok {
 				continue
 			}
-			cands = []string{v}
+			v = val
 		}
-		for _, c := range cands {
-			p, ok := argPath(c, cwd)
-			if !ok || seen[p] || explicit[p] {
-				continue
-			}
-			seen[p] = true
-			if skipArgPath(p) || installTree(p) {
-				continue
-			}
-			real := p
-			if r, err := filepath.EvalSymlinks(p); err == nil {
-				real = r
-			}
-			switch {
-			case real == "/" || p == "/":
-				return nil, argRootErr("%q is /; give --root for each directory the server needs", a)
-			case home != "" && home != "." && (real == home || strings.HasPrefix(home, real+"/")):
-				return nil, argRootErr("%q is your home directory or above it, which rootfs never shows whole; give --root %s to mean it, or name a directory below it", a, p)
-			case argCredential(real, home) || argCredential(p, home):
-				return nil, argRootErr("%q is or lies in a credential directory, which rootfs never shows unasked; give --root %s to mean it", a, p)
-			}
-			if !allowedBy(real, rf.allowDirs(), rf.run.Allow) {
-				return nil, argRootErr("%q is not beneath --allow; give --root %s, or widen --allow", a, p)
-			}
-			out = append(out, rootset.Root{URI: p})
+		if expand != nil {
+			v = expand(v)
 		}
+		p, ok := argPath(v, cwd)
+		if !ok || seen[p] {
+			continue
+		}
+		seen[p] = true
+		if skipArgPath(p) || installTree(p) {
+			continue
+		}
+		out = append(out, argCandidate{arg: a, path: p})
 	}
-	return out, nil
+	return out
 }
 
 // argPath returns the absolute, cleaned path an argument names when it

@@ -47,6 +47,7 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 		access = "read-only"
 	}
 	section("roots (" + access + "; the client's roots replace or join them while the server runs):")
+	dir := "/" // where the server starts: serverDirEnv of the first table, in host layout
 	why := map[string]string{}
 	if len(static) == 0 {
 		for _, r := range fallback {
@@ -64,6 +65,9 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 		row("(none yet)", "", msg)
 	} else {
 		t := rf.previewTable(spec, initial)
+		if spec.HostLayout {
+			dir, _ = serverDirEnv(t, nil)
+		}
 		for _, e := range t.Entries() {
 			if e.Covered {
 				continue
@@ -170,12 +174,6 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 		row(k + "=" + v)
 	}
 	section("")
-	dir := "/"
-	if spec.HostLayout && len(initial) > 0 {
-		t := rf.previewTable(spec, initial)
-		dir, _ = serverDirEnv(t, nil)
-		t.Close()
-	}
 	fmt.Fprintf(stdout, "working directory: %s\n", dir)
 	net := "the host's network"
 	if rf.run.NoNetwork {

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rootfs-dev/rootfs/clientconfig"
-	"github.com/rootfs-dev/rootfs/mountmgr"
 )
 
 // WrapOptions are the flags of "rootfs wrap" and "rootfs unwrap".
@@ -224,35 +223,33 @@ func printChanges(w io.Writer, changes []clientconfig.Change, env clientconfig.E
 // the project (${workspaceFolder}) and the home directory (${userHome},
 // ~): what the user will see in the sandbox, before the client starts it.
 func argRootsPreview(command string, args []string, env clientconfig.Env) []string {
-	script := mountmgr.ScriptOperand(command, args)
 	rep := strings.NewReplacer("${workspaceFolder}", env.Project, "${workspaceRoot}", env.Project, "${userHome}", env.Home, "${HOME}", env.Home, "$HOME", env.Home)
-	var out []string
-	for i, a := range args {
-		if i == script {
-			continue // code, not a root (argroots.go)
-		}
-		v := a
-		if strings.HasPrefix(v, "-") {
-			_, val, ok := strings.Cut(v, "=")
-			if !ok {
-				continue
-			}
-			v = val
-		}
+	expand := func(v string) string {
 		x := rep.Replace(v)
 		if strings.HasPrefix(x, "~/") {
 			x = filepath.Join(env.Home, x[2:])
 		}
-		p, ok := argPath(x, env.Project)
-		if !ok || skipArgPath(p) || installTree(p) {
-			continue
-		}
-		if x != v {
+		return x
+	}
+	var out []string
+	for _, c := range argPaths(command, args, env.Project, expand) {
+		p := c.path
+		if v := argValue(c.arg); expand(v) != v {
 			p += " (" + v + ")"
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// argValue is what of an argument names a path: the argument, or the
+// value of "--flag=VALUE".
+func argValue(a string) string {
+	if strings.HasPrefix(a, "-") {
+		_, v, _ := strings.Cut(a, "=")
+		return v
+	}
+	return a
 }
 
 func wrapEnv(project string) (clientconfig.Env, error) {
