@@ -327,3 +327,68 @@ func TestLaunchNpxServerMemoryKeepsItsGraph(t *testing.T) {
 		t.Errorf("the servers wrote in the project: %v", ents)
 	}
 }
+
+// TestLaunchNpxServerMemoryColdCache: on a machine where npm never ran
+// (no ~/.npm), the first start downloads server-memory, and its graph and
+// the download are both kept for the next start, which works with the
+// registry gone. npm's update notice stays off stderr. Negative control:
+// with --cache-writes discard, the next start finds neither.
+func TestLaunchNpxServerMemoryColdCache(t *testing.T) {
+	rootfs := buildRootfs(t)
+	nodeBin(t)
+	home, _ := launchHome(t)
+	proj := filepath.Join(filepath.Dir(home), "proj")
+	must(t, os.Mkdir(proj, 0o755))
+	cache := filepath.Join(home, ".npm")
+	if _, err := os.Stat(cache); err == nil {
+		t.Fatalf("%s exists: not a cold cache", cache)
+	}
+	reg := localRegistry(t, lockedPackages(t))
+	registry := reg.URL + "/"
+	env := map[string]string{"HOME": home, "npm_config_registry": registry, "XDG_STATE_HOME": ""}
+	run := func(flags []string, steps ...step) *transcript {
+		t.Helper()
+		return runTS(t, wrap(rootfs, append([]string{"--setenv", "npm_config_registry"}, flags...), "npx", "-y", memoryPkg),
+			scenario{Env: env, Roots: []mcpRoot{}, Cwd: proj, Steps: steps})
+	}
+	create := func(name string) step {
+		return call("create", "create_entities", map[string]any{"entities": []any{
+			map[string]any{"name": name, "entityType": "test", "observations": []string{"kept across restarts"}}}})
+	}
+	read := call("read", "read_graph", nil)
+
+	entity := "rootfs-e2e-cold-" + randHex(6)
+	lost := "rootfs-e2e-cold-lost-" + randHex(6)
+	first := run(nil, create(entity), read)
+	if c := first.step(t, "create"); !c.succeeded() {
+		t.Fatalf("create_entities from a cold cache: %s\nstderr:\n%s", c, first.stderr)
+	}
+	d1 := run([]string{"--cache-writes", "discard"}, create(lost), read)
+	if !strings.Contains(d1.step(t, "read").Text, lost) {
+		t.Fatalf("--cache-writes discard: the entity is not there even in its own session: %s\nstderr:\n%s", d1.step(t, "read"), d1.stderr)
+	}
+	for _, tr := range []*transcript{first, d1} {
+		expect(t, kindWorks, "npm's update notice is off", !strings.Contains(tr.stderr, "npm notice") && !strings.Contains(tr.stderr, "New major version"), "stderr:\n%s", tr.stderr)
+	}
+	fi, err := os.Stat(cache)
+	if err != nil || !fi.IsDir() {
+		t.Fatalf("the cache was not made: %v", err)
+	}
+	if ents, _ := os.ReadDir(cache); len(ents) != 0 {
+		t.Errorf("the server's downloads reached the host cache: %v", ents)
+	}
+	reg.Close() // from here on nothing can be downloaded
+
+	second := run(nil, read)
+	expect(t, kindWorks, "server-memory starts without the registry and its graph survives, from a cold cache", strings.Contains(second.step(t, "read").Text, entity),
+		"%s\nstderr:\n%s", second.step(t, "read"), second.stderr)
+	// Without its package npx cannot start the server (it asks the closed
+	// registry once, without retries), and the client says so.
+	d2 := runTSMayFail(t, wrap(rootfs, []string{"--setenv", "npm_config_registry", "--setenv", "npm_config_fetch_retries=0", "--cache-writes", "discard"}, "npx", "-y", memoryPkg),
+		scenario{Env: env, Roots: []mcpRoot{}, Cwd: proj, Steps: []step{read}})
+	gone := d2.Fatal != ""
+	if !gone {
+		gone = !strings.Contains(d2.step(t, "read").Text, lost)
+	}
+	expect(t, kindControl, "with --cache-writes discard the next start has neither the package nor the graph", gone, "%+v\nstderr:\n%s", d2.Steps, d2.stderr)
+}

@@ -50,12 +50,21 @@ func (r *resolver) launcherCaches(exe string) {
 		if dir == "" || !filepath.IsAbs(dir) {
 			return
 		}
+		r.out.Env = append(r.out.Env, extraEnv...)
+		missing := false
 		if real, err := filepath.EvalSymlinks(dir); err == nil {
 			dir = real
+		} else if real, ok := realMissing(dir); ok && overlay && r.opts.Layers != "" {
+			// No cache yet, and the server's writes are kept: the cache
+			// is made empty at start (PrepareLayers, owned as the
+			// directory it is made in), so that what the launcher
+			// downloads, and what the server writes beside it, is in the
+			// server's layer at its next start instead of lost with /tmp.
+			dir, missing = real, true
 		} else {
-			return // no cache yet: the launcher downloads into /tmp as before
+			return // no cache yet: the launcher downloads into the sandbox's /tmp
 		}
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(dir); !missing && (err != nil || !fi.IsDir()) {
 			return
 		}
 		if r.home != "" && (dir == r.home || strings.HasPrefix(r.home, dir+"/")) || hasCredentialElem(dir) || strings.Count(dir, "/") < 2 {
@@ -72,7 +81,6 @@ func (r *resolver) launcherCaches(exe string) {
 		if envName != "" {
 			r.out.Env = append(r.out.Env, envName+"="+dir)
 		}
-		r.out.Env = append(r.out.Env, extraEnv...)
 	}
 	switch {
 	case names["npx"] || names["npm"] || names["npx-cli.js"] || names["npm-cli.js"]:
@@ -92,4 +100,18 @@ func (r *resolver) launcherCaches(exe string) {
 	case names["pipx"]:
 		cache(first(get("PIPX_HOME"), filepath.Join(dataHome, "pipx")), "pipx home", "PIPX_HOME", true)
 	}
+}
+
+// realMissing gives the real path of dir, which does not exist, when its
+// parent does (only the last element is missing, as for ~/.npm on a
+// machine where npm never ran).
+func realMissing(dir string) (string, bool) {
+	parent, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	if err != nil {
+		return "", false
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		return "", false // a dangling symlink: leave it alone
+	}
+	return filepath.Join(parent, filepath.Base(dir)), true
 }

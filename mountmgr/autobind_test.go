@@ -98,7 +98,12 @@ func TestResolveAutoBind(t *testing.T) {
 			nil, nil, ErrCommandNotFound},
 		{"npx gets its cache as an overlay", spec(), "/usr/bin/npx", AutoBindOptions{Name: "npx"},
 			[]string{filepath.Join(home, ".npm") + " (overlay)"},
-			[]string{"npm_config_cache=" + filepath.Join(home, ".npm"), "npm_config_prefer_offline=true", "npm_config_update_notifier=false"}, nil},
+			[]string{"npm_config_prefer_offline=true", "npm_config_update_notifier=false", "npm_config_cache=" + filepath.Join(home, ".npm")}, nil},
+		{"a missing cache is kept with a layer", spec(), "/usr/bin/npx", AutoBindOptions{Name: "npx", Layers: "/state"},
+			[]string{filepath.Join(home, ".npm-cold") + " (overlay)"},
+			[]string{"npm_config_prefer_offline=true", "npm_config_update_notifier=false", "npm_config_cache=" + filepath.Join(home, ".npm-cold")}, nil},
+		{"a missing cache without a layer is /tmp's", spec(), "/usr/bin/npx", AutoBindOptions{Name: "npx"},
+			nil, []string{"npm_config_prefer_offline=true", "npm_config_update_notifier=false"}, nil},
 		{"a bound dir is not repeated", &Spec{Binds: []Bind{{Source: venv, Dest: venv, ReadOnly: true}}}, filepath.Join(venv, "bin", "server"), AutoBindOptions{},
 			[]string{filepath.Join(pyPrefix, "bin"), filepath.Join(pyPrefix, "lib")}, nil, nil},
 	}
@@ -112,6 +117,9 @@ func TestResolveAutoBind(t *testing.T) {
 			opts := tt.opts
 			opts.Home = home
 			opts.Lookup = func(string) (string, bool) { return "", false }
+			if strings.Contains(tt.name, "missing cache") {
+				opts.Lookup = func(k string) (string, bool) { return filepath.Join(home, ".npm-cold"), k == "npm_config_cache" }
+			}
 			got, err := ResolveAutoBind(tt.spec, tt.exe, opts)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)

@@ -81,10 +81,25 @@ func PrepareLayers(spec *Spec, log *zap.Logger) (release func()) {
 			}
 		}
 	}
+	var unmade []int // binds whose missing cache could not be made
+	defer func() { spec.Binds = dropBinds(spec.Binds, unmade) }()
 	for i := range spec.Binds {
 		b := &spec.Binds[i]
 		if !b.Overlay || b.Layer == "" {
 			continue
+		}
+		if _, err := os.Lstat(b.Source); err != nil {
+			// A launcher cache that does not exist yet (auto-bind keeps
+			// it only with a layer): made empty, owned as where it is
+			// made, so that the server's downloads are kept.
+			fd, _, err := linux.OpenMkdirAll(b.Source, openNoFollow, checkLinkOwners)
+			if err != nil {
+				log.Warn("launcher cache: cannot make it; the launcher downloads into the sandbox's /tmp at each start",
+					zap.String("cache", b.Source), zap.Error(err))
+				unmade = append(unmade, i)
+				continue
+			}
+			unix.Close(fd)
 		}
 		dir := LayerServerDir(b.Layer)
 		s, ok := servers[dir]
@@ -141,6 +156,22 @@ func PrepareLayers(spec *Spec, log *zap.Logger) (release func()) {
 		}
 	}
 	return release
+}
+
+// dropBinds returns binds without the ones at the indices drop (ascending).
+func dropBinds(binds []Bind, drop []int) []Bind {
+	if len(drop) == 0 {
+		return binds
+	}
+	out := binds[:0:0]
+	for i, b := range binds {
+		if len(drop) > 0 && drop[0] == i {
+			drop = drop[1:]
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // openServerLayer opens the server directory dir (see PrepareLayers),

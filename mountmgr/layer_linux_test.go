@@ -261,6 +261,54 @@ func TestPrepareLayersAsRootForAUser(t *testing.T) {
 	}
 }
 
+// TestPrepareLayersMakesAMissingCache: a launcher cache that does not
+// exist yet (npm never ran for this user) is made empty, owned as the home
+// it is made in, so that the server's layer can keep what it downloads; a
+// cache that cannot be made drops its bind, with a warning.
+func TestPrepareLayersMakesAMissingCache(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const user = 65534
+	home := filepath.Join(tmp, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(home, user, user); err != nil {
+		t.Fatal(err)
+	}
+	npm := filepath.Join(home, ".npm")
+	spec := layerSpec(LayerBase(home, ""), []string{"npx", "-y", "server"}, npm)
+	PrepareLayers(spec, nil)()
+	st, err := os.Stat(npm)
+	if err != nil {
+		t.Fatalf("cache not made: %v", err)
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != user {
+		t.Errorf("cache owned by %d, want the home's owner %d", uid, user)
+	}
+	if len(spec.Binds) != 1 || spec.Binds[0].Layer == "" {
+		t.Errorf("binds %+v, want the cache with a layer", spec.Binds)
+	}
+
+	// Its parent is a file: nothing can be made there, and the bind goes.
+	file := filepath.Join(tmp, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, logs := observed()
+	bad := layerSpec(LayerBase(home, ""), []string{"npx", "-y", "other"}, filepath.Join(file, ".npm"), npm)
+	PrepareLayers(bad, log)()
+	if len(bad.Binds) != 1 || bad.Binds[0].Source != npm {
+		t.Errorf("binds %+v, want only %s", bad.Binds, npm)
+	}
+	if w := messages(logs, "cannot make it"); len(w) != 1 {
+		t.Errorf("want one warning, got %v", w)
+	}
+}
+
 // treeHash is a digest of every name, mode, link target and content below
 // dir, for "unchanged byte for byte".
 func treeHash(t *testing.T, dir string) string {

@@ -132,7 +132,11 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 			if n := files(kept); n != "missing" {
 				kept += " (" + n + " now)"
 			}
-			row(b.Dest, files(b.Source), what+", never written; the server's writes kept in "+kept+" for its next start (rm -r "+mountmgr.LayerServerDir(b.Layer)+" resets them)")
+			n := files(b.Source)
+			if n == "missing" {
+				n = "made empty at start" // PrepareLayers: so that the downloads are kept
+			}
+			row(b.Dest, n, what+", never written; the server's writes kept in "+kept+" for its next start (rm -r "+mountmgr.LayerServerDir(b.Layer)+" resets them)")
 		case b.Overlay:
 			row(b.Dest, files(b.Source), what+", never written; the server's writes go to its /tmp and vanish")
 		case b.Symlink != "":
