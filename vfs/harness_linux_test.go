@@ -35,6 +35,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 	"github.com/rootfs-dev/rootfs/rootset"
@@ -89,6 +90,9 @@ type serveConfig struct {
 	// BoundEntries is Options.BoundEntries (the entries will be covered by
 	// binds).
 	BoundEntries bool
+	// AuditLog names a file the view's audit log (Options.Audit) is
+	// written to, closed when the server stops.
+	AuditLog string
 }
 
 // tableInfo is what the "table" command reports of the table served.
@@ -157,8 +161,19 @@ func serveMain(cfgJSON string) int {
 			written = rootset.NewWriteSet(0)
 			defer written.Close()
 		}
+		var alog *audit.Log
+		if cfg.AuditLog != "" {
+			w, err := audit.Open(cfg.AuditLog)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "serve:", err)
+				return 1
+			}
+			defer w.Close()
+			alog = audit.New(w, audit.Options{Instance: "test", Logger: log})
+			defer alog.Close()
+		}
 		v = NewView(Options{Passthrough: cfg.Passthrough, Writeback: cfg.Writeback, Placeholders: cfg.Placeholders, CacheTimeout: cfg.CacheTimeout, NoHostWatch: cfg.NoHostWatch, Logger: log,
-			TableOptions: rootset.TableOptions{ReadOnly: cfg.ReadOnly, Layout: cfg.Layout, Beneath: cfg.Beneath, Written: written}, BoundEntries: cfg.BoundEntries})
+			TableOptions: rootset.TableOptions{ReadOnly: cfg.ReadOnly, Layout: cfg.Layout, Beneath: cfg.Beneath, Written: written}, BoundEntries: cfg.BoundEntries, Audit: alog})
 		root = v.root
 		opts = v.fuseOptions()
 	}

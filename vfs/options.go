@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
@@ -82,6 +83,13 @@ type Options struct {
 	// memory with the same node, and cached until the next Install. See
 	// "The kernel data path" in the package documentation.
 	BoundEntries bool
+
+	// Audit, when set, receives the names looked up in the view's
+	// synthetic part that are not roots (every reach outside the roots),
+	// and, for what the view serves below a root, changes, opens for
+	// writing and counted reads (see audit_linux.go). The caller closes it
+	// after the view. Nil records nothing.
+	Audit *audit.Log
 
 	// CPUProfile names a file to write a CPU profile of the daemon to,
 	// from NewView until View.Close (a debugging aid: go tool pprof -top

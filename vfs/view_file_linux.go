@@ -16,6 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
@@ -130,8 +131,14 @@ func writes(flags uint32) bool {
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	fh, err := n.open(flags)
+	errno := n.errno("open", err)
+	if writes(flags) {
+		n.audit(ctx, audit.OpWrite, "", errno)
+	} else if err == nil {
+		n.auditRead(ctx)
+	}
 	if err != nil {
-		return nil, 0, n.errno("open", err)
+		return nil, 0, errno
 	}
 	fh.prefill()
 	return fh, fh.replyFlags(ctx), 0
@@ -206,8 +213,10 @@ func (n *node) reopen(flags uint32) (int, error) {
 
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ch, fh, err := n.create(ctx, name, flags, mode, out)
+	errno := n.errno("create", err)
+	n.audit(ctx, audit.OpCreate, name, errno)
 	if err != nil {
-		return nil, nil, 0, n.errno("create", err)
+		return nil, nil, 0, errno
 	}
 	return ch, fh, fh.replyFlags(ctx), 0
 }

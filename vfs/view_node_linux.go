@@ -18,6 +18,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
@@ -141,8 +142,11 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 }
 
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if err := n.setattr(f, in); err != nil {
-		return n.errno("setattr", err)
+	err := n.setattr(f, in)
+	errno := n.errno("setattr", err)
+	n.audit(ctx, audit.OpAttr, "", errno)
+	if err != nil {
+		return errno
 	}
 	var st syscall.Stat_t
 	if err := n.stat(f, &st); err != nil {
@@ -315,7 +319,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	ch, err := n.makeChild(ctx, name, mode, syscall.S_IFDIR, out, func() error {
 		return unix.Mkdirat(n.fd, name, mode&07777)
 	})
-	return ch, n.errno("mkdir", err)
+	errno := n.errno("mkdir", err)
+	n.audit(ctx, audit.OpCreate, name, errno)
+	return ch, errno
 }
 
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -328,14 +334,18 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		}
 		return unix.Mknodat(n.fd, name, mode, 0)
 	})
-	return ch, n.errno("mknod", err)
+	errno := n.errno("mknod", err)
+	n.audit(ctx, audit.OpCreate, name, errno)
+	return ch, errno
 }
 
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ch, err := n.makeChild(ctx, name, 0o777, syscall.S_IFLNK, out, func() error {
 		return unix.Symlinkat(target, n.fd, name)
 	})
-	return ch, n.errno("symlink", err)
+	errno := n.errno("symlink", err)
+	n.audit(ctx, audit.OpCreate, name, errno)
+	return ch, errno
 }
 
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
@@ -406,21 +416,28 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		t.cacheTimes(out)
 		return t.EmbeddedInode(), nil
 	}()
-	return ch, n.errno("link", err)
+	errno := n.errno("link", err)
+	n.audit(ctx, audit.OpCreate, name, errno)
+	return ch, errno
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	if err := n.mutable(); err != nil {
-		return n.errno("unlink", err)
-	}
-	return n.errno("unlink", unix.Unlinkat(n.fd, name, 0))
+	errno := n.errno("unlink", n.remove(name, 0))
+	n.audit(ctx, audit.OpDelete, name, errno)
+	return errno
 }
 
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	errno := n.errno("rmdir", n.remove(name, unix.AT_REMOVEDIR))
+	n.audit(ctx, audit.OpDelete, name, errno)
+	return errno
+}
+
+func (n *node) remove(name string, flags int) error {
 	if err := n.mutable(); err != nil {
-		return n.errno("rmdir", err)
+		return err
 	}
-	return n.errno("rmdir", unix.Unlinkat(n.fd, name, unix.AT_REMOVEDIR))
+	return unix.Unlinkat(n.fd, name, flags)
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -437,7 +454,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 		return unix.Renameat2(n.fd, name, np.fd, newName, uint(flags))
 	}()
-	return n.errno("rename", err)
+	errno := n.errno("rename", err)
+	n.auditRename(ctx, name, newParent, newName, errno)
+	return errno
 }
 
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

@@ -111,6 +111,7 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		_, dir := s.dirs[key]
 		_, phDir := r.v.ph.dirs[key]
 		if !dir && !phDir {
+			r.auditRefusedName(ctx, key)
 			return nil, syscall.ENOENT
 		}
 		// A synthetic directory: the same node for the same path while

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/control"
 )
 
@@ -150,7 +151,9 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		defer n.unpin(fd)
 		return unix.Setxattr(procPath(fd), attr, data, int(flags))
 	}()
-	return n.errno("setxattr", err)
+	errno := n.errno("setxattr", err)
+	n.audit(ctx, audit.OpAttr, "", errno)
+	return errno
 }
 
 // Removexattr also removes security.capability from a regular file: the
@@ -183,5 +186,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 		}
 		return err
 	}()
-	return n.errno("removexattr", err)
+	errno := n.errno("removexattr", err)
+	n.audit(ctx, audit.OpAttr, "", errno)
+	return errno
 }

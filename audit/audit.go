@@ -1,0 +1,451 @@
+// Package audit is the session's record of what the server touched, what
+// it was kept from and why: one stream that the view, the root swap, the
+// kernel data path's watcher and the network policy feed, written as JSON
+// lines to a file (--audit-log) and kept in memory, bounded, for
+// `rootfs status` and `rootfs why`.
+//
+// # Never in the way
+//
+// Add never blocks and never does I/O: a record goes into a bounded queue
+// that one goroutine drains into a buffered writer, flushed when the queue
+// runs dry and at least every FlushEvery. When the queue is full, or the
+// file cannot be written (a full disk), records are dropped and counted,
+// and the logger says so once. Reads are not one record each: Read counts
+// them per file, in a bounded table flushed as one "read" record per file
+// (with its count) every FlushEvery and at Close.
+//
+// # Counts and refusals
+//
+// Whether or not a file is written, a Log counts records per operation and
+// keeps the last refusals (RefusalsKept), which is what status and why
+// show. A nil *Log accepts every call and does nothing, so a plane without
+// audit needs no checks.
+package audit
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Operations. A record's Op is one of these.
+const (
+	OpCreate   = "create"   // a file, directory, link or node made
+	OpWrite    = "write"    // an open for writing (or a truncation)
+	OpDelete   = "delete"   // unlink, rmdir
+	OpRename   = "rename"   // Path is the old name, Dest the new
+	OpAttr     = "attr"     // chmod, chown, utimes, truncate, xattrs
+	OpRead     = "read"     // Count reads (opens for reading) of one file
+	OpLookup   = "lookup"   // a name looked up where no root is (refused)
+	OpRoots    = "roots"    // the root set changed: Old, New, Source
+	OpRootRef  = "root"     // a client root refused (--allow, the URI rules)
+	OpConnect  = "connect"  // a network connection (refused ones)
+	OpDNS      = "dns"      // a name asked of rootfs's resolver (refused ones)
+	OpSeccomp  = "seccomp"  // a system call the filter refused
+	OpDropped  = "dropped"  // records lost: Count of them, Reason why
+	OpRevoked  = "revoked"  // an operation on a handle whose root left
+	OpReadOnly = "readonly" // a change refused on a read-only root (EROFS)
+)
+
+// Results. A failure that is not rootfs's refusal (ENOENT on an unlink)
+// has the errno's name (syscall.Errno's text is not used: it has spaces).
+const (
+	ResultOK      = "ok"
+	ResultRefused = "refused" // rootfs kept the server from it; Reason says why
+)
+
+// Record is one line of the log. Path is the path as the server sees it,
+// Host where it is on the host (empty where it is nowhere, as for a name
+// refused in the view's synthetic directories).
+type Record struct {
+	Time     time.Time `json:"time"`
+	Instance string    `json:"instance,omitempty"`
+	Op       string    `json:"op"`
+	Path     string    `json:"path,omitempty"`
+	Host     string    `json:"host,omitempty"`
+	Dest     string    `json:"dest,omitempty"`
+	Result   string    `json:"result"`
+	PID      int       `json:"pid,omitempty"`
+	Comm     string    `json:"comm,omitempty"`
+	Count    int64     `json:"count,omitempty"`
+	// Allow is the flag that would allow what was refused (--root DIR,
+	// --allow-net HOST, ...).
+	Allow string `json:"allow,omitempty"`
+	// Reason says why, in words.
+	Reason string   `json:"reason,omitempty"`
+	Old    []string `json:"old,omitempty"`
+	New    []string `json:"new,omitempty"`
+	Source string   `json:"source,omitempty"`
+}
+
+// Options configure a Log. The zero value writes nothing and uses the
+// defaults below.
+type Options struct {
+	// Instance names the session in every record.
+	Instance string
+	// Logger receives the one line said when records are first dropped;
+	// nil means zap.NewNop().
+	Logger *zap.Logger
+	// QueueLen bounds the records waiting to be written; 0 means 4096.
+	QueueLen int
+	// FlushEvery bounds how long a written record waits in the buffer,
+	// and how often read counts are flushed; 0 means one second.
+	FlushEvery time.Duration
+	// ReadFiles bounds the files whose reads are counted between
+	// flushes; 0 means 4096. A read of one more flushes the table early.
+	ReadFiles int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// RefusalsKept is how many of the last refusals a Log keeps for why.
+const RefusalsKept = 64
+
+// Log is one session's audit stream. Its methods may be called
+// concurrently; a nil *Log does nothing.
+type Log struct {
+	opts  Options
+	w     io.Writer // nil: nothing is written
+	queue chan Record
+	done  chan struct{}
+
+	// mu guards the fields that follow.
+	mu        sync.Mutex
+	closed    bool
+	counts    map[string]int64 // per Op, refusals under Op+"!"
+	refusals  []Record         // ring of the last RefusalsKept
+	next      int
+	reads     map[readKey]*readCount
+	dropped   int64
+	saidDrop  bool
+	writeErrs int64
+}
+
+type readKey struct{ path, host string }
+
+type readCount struct {
+	n   int64
+	pid int
+}
+
+// New returns a Log that writes to w (nil: nothing) and starts its
+// writer. Close it.
+func New(w io.Writer, o Options) *Log {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.QueueLen <= 0 {
+		o.QueueLen = 4096
+	}
+	if o.FlushEvery <= 0 {
+		o.FlushEvery = time.Second
+	}
+	if o.ReadFiles <= 0 {
+		o.ReadFiles = 4096
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	l := &Log{opts: o, w: w, queue: make(chan Record, o.QueueLen), done: make(chan struct{}),
+		counts: map[string]int64{}, reads: map[readKey]*readCount{}}
+	go l.run()
+	return l
+}
+
+// Open opens the audit log file name for appending ("-" is stderr), made
+// 0600 when missing.
+func Open(name string) (io.WriteCloser, error) {
+	if name == "-" {
+		return nopCloser{os.Stderr}, nil
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return f, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// Add records r, stamped with the time and instance when they are unset.
+// It never blocks.
+func (l *Log) Add(r Record) {
+	if l == nil {
+		return
+	}
+	if r.Time.IsZero() {
+		r.Time = l.opts.Now()
+	}
+	if r.Instance == "" {
+		r.Instance = l.opts.Instance
+	}
+	if r.Result == "" {
+		r.Result = ResultOK
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	key := r.Op
+	if r.Result == ResultRefused {
+		key += "!"
+		if len(l.refusals) < RefusalsKept {
+			l.refusals = append(l.refusals, r)
+		} else {
+			l.refusals[l.next] = r
+		}
+		l.next = (l.next + 1) % RefusalsKept
+	}
+	l.counts[key]++
+	ok := l.enqueueLocked(r)
+	l.mu.Unlock()
+	if !ok {
+		l.drop(1, "queue full")
+	}
+}
+
+// enqueueLocked queues r for the writer without waiting, and says whether
+// it could (true when nothing is written). l.mu is held, so that Close
+// cannot close the queue under it.
+func (l *Log) enqueueLocked(r Record) bool {
+	if l.w == nil || l.closed {
+		return true
+	}
+	select {
+	case l.queue <- r:
+		return true
+	default:
+		return false
+	}
+}
+
+// Read counts one read (an open for reading) of a file.
+func (l *Log) Read(path, host string, pid int) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.counts[OpRead]++
+	k := readKey{path, host}
+	c := l.reads[k]
+	flush := false
+	if c == nil {
+		if len(l.reads) >= l.opts.ReadFiles {
+			flush = true
+		} else {
+			c = &readCount{}
+			l.reads[k] = c
+		}
+	}
+	if c != nil {
+		c.n++
+		c.pid = pid
+	}
+	l.mu.Unlock()
+	if flush {
+		// The table is full: flush it and count this read in the next.
+		l.flushReads()
+		l.mu.Lock()
+		if c := l.reads[k]; c != nil {
+			c.n++
+		} else if len(l.reads) < l.opts.ReadFiles {
+			l.reads[k] = &readCount{n: 1, pid: pid}
+		}
+		l.mu.Unlock()
+	}
+}
+
+func (l *Log) drop(n int64, why string) {
+	l.mu.Lock()
+	l.dropped += n
+	say := !l.saidDrop
+	l.saidDrop = true
+	l.mu.Unlock()
+	if say {
+		l.opts.Logger.Warn("audit log: dropping records; they are counted, and the count is written when the log can be written again",
+			zap.String("reason", why))
+	}
+}
+
+// flushReads turns the read counts into records.
+func (l *Log) flushReads() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	reads := l.reads
+	l.reads = map[readKey]*readCount{}
+	if l.w == nil || len(reads) == 0 {
+		return
+	}
+	keys := make([]readKey, 0, len(reads))
+	for k := range reads {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].path < keys[j].path })
+	now := l.opts.Now()
+	for _, k := range keys {
+		c := reads[k]
+		r := Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: k.path, Host: k.host, Result: ResultOK, PID: c.pid, Count: c.n}
+		if !l.enqueueLocked(r) {
+			l.dropped++ // said by the writer's next flush
+		}
+	}
+}
+
+// run is the writer: it drains the queue into a buffer and flushes it
+// when the queue runs dry, every FlushEvery, and at Close.
+func (l *Log) run() {
+	defer close(l.done)
+	if l.w == nil {
+		return
+	}
+	bw := bufio.NewWriterSize(l.w, 64<<10)
+	enc := json.NewEncoder(bw)
+	tick := time.NewTicker(l.opts.FlushEvery)
+	defer tick.Stop()
+	var lost int64 // dropped records not yet said in the file
+	write := func(r Record) {
+		if r.Comm == "" && r.PID > 0 {
+			r.Comm = Comm(r.PID)
+		}
+		if err := enc.Encode(r); err != nil {
+			l.writeFailed(err)
+		}
+	}
+	flush := func() {
+		l.mu.Lock()
+		lost, l.dropped = lost+l.dropped, 0
+		l.mu.Unlock()
+		if lost > 0 {
+			write(Record{Time: l.opts.Now(), Instance: l.opts.Instance, Op: OpDropped, Result: ResultRefused, Count: lost,
+				Reason: "records dropped (queue full or the log unwritable)"})
+		}
+		if err := bw.Flush(); err != nil {
+			l.writeFailed(err)
+			// What was buffered is lost: count it, try again later.
+			l.mu.Lock()
+			l.dropped++
+			l.mu.Unlock()
+			bw.Reset(l.w)
+			return
+		}
+		lost = 0
+	}
+	for {
+		select {
+		case r, ok := <-l.queue:
+			if !ok {
+				flush()
+				return
+			}
+			write(r)
+			if len(l.queue) == 0 {
+				flush()
+			}
+		case <-tick.C:
+			l.flushReads()
+			flush()
+		}
+	}
+}
+
+func (l *Log) writeFailed(err error) {
+	l.mu.Lock()
+	l.writeErrs++
+	l.mu.Unlock()
+	l.drop(0, err.Error())
+}
+
+// Close flushes what is counted and queued, and stops the writer. It does
+// not close the writer given to New. Calls after the first do nothing.
+func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	l.flushReads()
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.queue)
+	}
+	l.mu.Unlock()
+	<-l.done
+	return nil
+}
+
+// Stats are a Log's counts since it started.
+type Stats struct {
+	// Ops counts records per operation; Refused, refusals per operation.
+	Ops     map[string]int64 `json:"ops"`
+	Refused map[string]int64 `json:"refused"`
+	// Dropped counts records that were never written (not yet said in
+	// the file); WriteErrors, failed writes.
+	Dropped     int64 `json:"dropped,omitempty"`
+	WriteErrors int64 `json:"write_errors,omitempty"`
+}
+
+// Stats returns the counts so far.
+func (l *Log) Stats() Stats {
+	s := Stats{Ops: map[string]int64{}, Refused: map[string]int64{}}
+	if l == nil {
+		return s
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, n := range l.counts {
+		if op, ok := strings.CutSuffix(k, "!"); ok {
+			s.Refused[op] += n
+		} else {
+			s.Ops[k] += n
+		}
+	}
+	s.Dropped, s.WriteErrors = l.dropped, l.writeErrs
+	return s
+}
+
+// Refusals returns the last refusals, oldest first.
+func (l *Log) Refusals() []Record {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Record, 0, len(l.refusals))
+	if len(l.refusals) == RefusalsKept {
+		out = append(out, l.refusals[l.next:]...)
+		out = append(out, l.refusals[:l.next]...)
+	} else {
+		out = append(out, l.refusals...)
+	}
+	return out
+}
+
+// Comm is the command name of process pid ("" when it is gone).
+func Comm(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
