@@ -66,6 +66,8 @@ Usage:
   rootfs doctor                            check this machine for what rootfs needs
   rootfs wrap [--client NAME] [--dry-run]  run the stdio servers of your MCP clients under rootfs
   rootfs unwrap [--client NAME]            undo rootfs wrap
+  rootfs status [--json]                   the sessions running for you: roots, binds, counts
+  rootfs why [PATH...]                     why a server cannot see a path, or what it was refused
   rootfs version                           print the version and VCS revision (also --version)
   rootfs completion bash|zsh|fish          print a shell completion script
   rootfs help [COMMAND]                    show help for a command
@@ -100,6 +102,8 @@ func commands() map[string]command {
 		"run":    {runOut: runCommand, usage: runUsage, flags: func(f *pflag.FlagSet) { new(runFlags).addFlags(f) }, passThrough: true},
 		"doctor": {run: doctorCommand, usage: doctorUsage, operands: cobra.ShellCompDirectiveNoFileComp},
 		"wrap":   {runOut: wrapCommand, usage: wrapUsage, flags: func(f *pflag.FlagSet) { new(WrapOptions).AddFlags(f) }, operands: cobra.ShellCompDirectiveNoFileComp},
+		"status": {runOut: statusCommand, usage: statusUsage, flags: func(f *pflag.FlagSet) { addStatusFlags(f) }, operands: cobra.ShellCompDirectiveNoFileComp},
+		"why":    {runOut: whyCommand, usage: whyUsage, flags: func(f *pflag.FlagSet) { addWhyFlags(f) }},
 		"unwrap": {runOut: unwrapCommand, usage: unwrapUsage, flags: func(f *pflag.FlagSet) { new(WrapOptions).AddFlags(f) }, operands: cobra.ShellCompDirectiveNoFileComp},
 	}
 }

@@ -183,3 +183,33 @@ Exit status:
 
 Flags:
 `
+
+const statusUsage = `rootfs status: the rootfs sessions running for you
+
+Synopsis:
+  rootfs status [--json] [SESSION...]
+
+Asks each "rootfs run" session of this user, over its socket in your runtime
+directory ($XDG_RUNTIME_DIR/rootfs, which only you can enter), for its
+command, its client, its roots (host path, path inside, read-only or not),
+its data path, network policy, binds (auto-bind's with their reasons) and
+counts of operations and refusals since it started. Sessions of other users
+are neither listed nor answer.
+
+Flags:
+`
+
+const whyUsage = `rootfs why: why a server cannot see a file, or what it was refused
+
+Synopsis:
+  rootfs why [--session ID] [--json] [PATH...]
+
+With no PATH, prints each session's last refusals (names looked up outside
+the roots, changes refused on read-only roots, client roots refused,
+network destinations refused), each with the flag that would allow it.
+With PATHs, says for each whether the server sees it and because of what
+(a root, a runtime directory, an auto-bind and its reason, a bind), or what
+would show it.
+
+Flags:
+`
