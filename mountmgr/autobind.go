@@ -506,7 +506,7 @@ func (r *resolver) scriptNeeds(script, interp string, taint bool) {
 }
 
 func (r *resolver) underRuntime(p string) bool {
-	return r.spec.underRuntime(p) || r.spec.underBinds(p)
+	return r.spec.UnderRuntime(p) || r.spec.UnderBinds(p)
 }
 
 // addFile binds one file, or shows a symlink as itself. A directory is

@@ -163,7 +163,7 @@ type mountOp struct {
 // plan turns a spec into the ordered mount list.
 func plan(spec *Spec) ([]mountOp, error) {
 	var ops []mountOp
-	for _, d := range spec.runtimeDirs() {
+	for _, d := range spec.RuntimeDirList() {
 		fi, err := os.Lstat(d)
 		if err != nil || !fi.IsDir() {
 			continue // absent, or a symlink the view mirrors
@@ -172,7 +172,7 @@ func plan(spec *Spec) ([]mountOp, error) {
 	}
 	// /etc: a tmpfs holding only the listed host files, then read-only.
 	ops = append(ops, mountOp{kind: "tmpfs", dest: "/etc", data: "mode=0755,size=4m"})
-	for _, rel := range spec.etcFiles() {
+	for _, rel := range spec.EtcFileList() {
 		host := filepath.Join("/etc", rel)
 		fi, err := os.Lstat(host)
 		if err != nil {
@@ -184,7 +184,7 @@ func plan(spec *Spec) ([]mountOp, error) {
 			if !filepath.IsAbs(abs) {
 				abs = filepath.Join(filepath.Dir(host), target)
 			}
-			if spec.underRuntime(abs) {
+			if spec.UnderRuntime(abs) {
 				ops = append(ops, mountOp{kind: "symlink", source: target, dest: host})
 				continue
 			}
@@ -219,16 +219,16 @@ func plan(spec *Spec) ([]mountOp, error) {
 	for _, p := range []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"} {
 		ops = append(ops, mountOp{kind: "ro-self", dest: p})
 	}
-	ops = append(ops, mountOp{kind: "tmpfs", dest: "/tmp", data: "mode=1777,size=" + spec.tmpSize(), rw: true})
+	ops = append(ops, mountOp{kind: "tmpfs", dest: "/tmp", data: "mode=1777,size=" + spec.TmpSizeOrDefault(), rw: true})
 
 	// Extra binds, shallowest first; a top-level name that is not bound
 	// itself gets a read-only tmpfs scaffold holding the mount points.
-	binds := spec.allBinds()
+	binds := spec.AllBinds()
 	sort.SliceStable(binds, func(i, j int) bool {
 		return strings.Count(binds[i].Dest, "/") < strings.Count(binds[j].Dest, "/")
 	})
 	direct := map[string]bool{"etc": true, "tmp": true}
-	for _, d := range spec.runtimeDirs() {
+	for _, d := range spec.RuntimeDirList() {
 		direct[topLevel(d)] = true
 	}
 	for _, b := range binds {
