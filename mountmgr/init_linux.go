@@ -22,6 +22,7 @@ import (
 	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/seccomp"
+	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 )
 
 // runInit is P2: PID 1 of the new PID namespace. It reports to P1 once, on
@@ -79,7 +80,7 @@ func runInit() {
 			code = 127
 			// ENOENT names the command even when what is missing is its
 			// interpreter, a symlink's target or its ELF loader: say which.
-			if d := DiagnoseExec(spec.Argv[0], spec.Env); d != nil {
+			if d := resolve.DiagnoseExec(spec.Argv[0], spec.Env); d != nil {
 				msg = d.Error() + " in the sandbox; add it with --ro-bind " + bindHint(d)
 				if !spec.AutoBind {
 					msg += ", or drop --no-auto-bind"
@@ -106,7 +107,7 @@ func runInit() {
 // bindHint names the directory to bind for what d says is missing: the
 // installation prefix of a file in bin/, else its directory.
 func bindHint(err error) string {
-	var me *MissingError
+	var me *resolve.MissingError
 	if !errors.As(err, &me) || !filepath.IsAbs(me.Path) {
 		return "DIR"
 	}

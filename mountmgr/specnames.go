@@ -75,3 +75,12 @@ func BuildEnvLookup(lookup func(string) (string, bool), setenv, unsetenv []strin
 
 // topLevel is the first component of the absolute path p ("" for /).
 func topLevel(p string) string { return spec.TopLevel(p) }
+
+// LayerBase is the directory below which the writes to launcher caches
+// are kept; see spec.LayerBase.
+func LayerBase(home, xdgStateHome string) string { return spec.LayerBase(home, xdgStateHome) }
+
+// LayerServerDir is the directory that holds every layer of the server
+// that layer (a Bind.Layer) belongs to: removing it starts the server
+// afresh.
+func LayerServerDir(layer string) string { return spec.LayerServerDir(layer) }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
@@ -71,7 +72,7 @@ type runFlags struct {
 	bridge mcpbridge.Options
 	argv   []string
 	// autoBind is what spec found, for --dry-run's "left out".
-	autoBind *mountmgr.AutoBind
+	autoBind *resolve.Result
 	// clientTaken: the client's stdin went to P1 or to the bridge, which
 	// answer the client themselves; an error from here on is not refused
 	// to it again (see refuseClient).
@@ -241,7 +242,7 @@ func (rf *runFlags) precheck() error {
 		return err
 	}
 	name := rf.argv[0]
-	if _, err := mountmgr.ResolveCommand(name, os.Getenv("PATH")); err != nil {
+	if _, err := resolve.Command(name, os.Getenv("PATH")); err != nil {
 		inView := errors.Is(err, mountmgr.ErrCommandNotFound) && filepath.IsAbs(name) &&
 			(len(rf.roots.Roots) > 0 || rf.roots.RootsFile != "")
 		if !inView {
@@ -299,7 +300,7 @@ func (rf *runFlags) spec(static []rootset.Root, log *zap.Logger) (*mountmgr.Spec
 	var pre []string // environment entries that --setenv may override
 	if !rf.run.NoAutoBind {
 		cwd, _ := os.Getwd()
-		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd, Layers: rf.layers()})
+		ab, err := resolve.AutoBind(spec, hostExe, resolve.Options{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd, Layers: rf.layers()})
 		if err != nil {
 			return nil, nil, commandError(err)
 		}

@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 import (
 	"errors"
@@ -7,14 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rootfs-dev/rootfs/mountmgr/internal/spec"
 )
 
-// ResolveCommand finds name on the host: a name with a slash is made
+// Command finds name on the host: a name with a slash is made
 // absolute, otherwise it is searched in path (the host's PATH). The error
-// wraps ErrCommandNotFound (exit 127) or ErrCommandNotExecutable (126).
-func ResolveCommand(name, path string) (string, error) {
+// wraps mountmgr.ErrCommandNotFound (exit 127) or mountmgr.ErrCommandNotExecutable (126).
+func Command(name, path string) (string, error) {
 	if name == "" {
-		return "", fmt.Errorf("%w: empty command", ErrCommandNotFound)
+		return "", fmt.Errorf("%w: empty command", spec.ErrCommandNotFound)
 	}
 	check := func(p string) error {
 		fi, err := os.Stat(p)
@@ -26,22 +28,22 @@ func ResolveCommand(name, path string) (string, error) {
 						return cerr
 					}
 				}
-				return fmt.Errorf("%w: %s", ErrCommandNotFound, p)
+				return fmt.Errorf("%w: %s", spec.ErrCommandNotFound, p)
 			}
-			return fmt.Errorf("%w: %v", ErrCommandNotExecutable, err)
+			return fmt.Errorf("%w: %v", spec.ErrCommandNotExecutable, err)
 		}
 		if fi.IsDir() {
-			return fmt.Errorf("%w: %s is a directory", ErrCommandNotExecutable, p)
+			return fmt.Errorf("%w: %s is a directory", spec.ErrCommandNotExecutable, p)
 		}
 		if fi.Mode().Perm()&0o111 == 0 {
-			return fmt.Errorf("%w: %s has no execute permission", ErrCommandNotExecutable, p)
+			return fmt.Errorf("%w: %s has no execute permission", spec.ErrCommandNotExecutable, p)
 		}
 		return nil
 	}
 	if strings.Contains(name, "/") {
 		p, err := filepath.Abs(name)
 		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrCommandNotFound, err)
+			return "", fmt.Errorf("%w: %v", spec.ErrCommandNotFound, err)
 		}
 		return p, check(p)
 	}
@@ -55,12 +57,12 @@ func ResolveCommand(name, path string) (string, error) {
 		if err == nil {
 			return p, nil
 		}
-		if firstErr == nil && errors.Is(err, ErrCommandNotExecutable) {
+		if firstErr == nil && errors.Is(err, spec.ErrCommandNotExecutable) {
 			firstErr = err
 		}
 	}
 	if firstErr != nil {
 		return "", firstErr
 	}
-	return "", fmt.Errorf("%w: %q is not in PATH", ErrCommandNotFound, name)
+	return "", fmt.Errorf("%w: %q is not in PATH", spec.ErrCommandNotFound, name)
 }

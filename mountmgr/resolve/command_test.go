@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ func TestResolveCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ResolveCommand(tt.cmd, tt.path)
+			got, err := Command(tt.cmd, tt.path)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
 			}
