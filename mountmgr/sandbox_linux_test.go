@@ -26,6 +26,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/mountmgr/kpath"
 	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
@@ -106,7 +107,7 @@ func p1Main() int {
 		}
 		defer m.Unmount()
 		if cfg.Kernel {
-			b, err := NewRootBinds(m.Dir(), view, RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
+			b, err := kpath.NewRootBinds(m.Dir(), view, kpath.RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "p1:", err)
 				return 125
@@ -398,7 +399,7 @@ func TestProbeBattery(t *testing.T) {
 // before 5.12); rootfs run falls back to the daemon path there.
 func requireKernelPath(t *testing.T) {
 	t.Helper()
-	if err := KernelPathSupported(); err != nil {
+	if err := kpath.KernelPathSupported(); err != nil {
 		testutil.Skip(t, err.Error())
 	}
 }

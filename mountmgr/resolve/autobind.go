@@ -210,7 +210,7 @@ func newResolver(s *spec.Spec, opts Options, home string) *resolver {
 }
 
 // AutoBind follows exe (the command's absolute host path) as the
-// section comment above says. spec supplies the runtime directories (never
+// section comment above says. s (a mountmgr.Spec) supplies the runtime directories (never
 // bound: they are there already), the binds given by flags (not repeated)
 // and the server's environment (PATH for "env NAME", LD_LIBRARY_PATH). The
 // error is a *MissingError (127) when something named is missing, or wraps

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/mountmgr/kpath"
 	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
@@ -369,12 +370,12 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	var tmpKeep []string // host layout: /tmp/X that hold bind mount points, shown for good
 	if spec.HostLayout {
 		vopts.Placeholders = outsideRoots(vopts.Placeholders, initial)
-		tmpKeep = mountmgr.TmpPlaceholders(vopts.Placeholders)
+		tmpKeep = kpath.TmpPlaceholders(vopts.Placeholders)
 		vopts.Beneath = []string{"tmp"} // the sandbox shows roots below its own /tmp
 	}
 	kernelPath := !rf.run.Strict
 	if kernelPath {
-		if err := mountmgr.KernelPathSupported(); err != nil {
+		if err := kpath.KernelPathSupported(); err != nil {
 			log.Info("this kernel cannot serve roots through bind mounts (needs Linux 5.12); every file operation goes through the daemon, as with --strict", zap.Error(err))
 			kernelPath = false
 		}
@@ -410,19 +411,19 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	if spec.HostLayout {
 		spec.Dir, spec.Env = serverDirEnv(first, spec.Env)
-		spec.TmpRoots = union(mountmgr.TmpRoots(first.Entries()), tmpKeep)
+		spec.TmpRoots = union(kpath.TmpRoots(first.Entries()), tmpKeep)
 	}
 	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
 		return fuseMountError(err, false)
 	}
 	defer m.Unmount()
-	var binds *mountmgr.RootBinds
+	var binds *kpath.RootBinds
 	if kernelPath || spec.HostLayout {
 		// Before the sandbox starts: its copy of the view must become a
 		// slave of this one, so the binds laid later reach it. Under
 		// --strict in host layout only the roots below /tmp need it.
-		binds, err = mountmgr.NewRootBinds(m.Dir(), view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log, NoRootBinds: !kernelPath})
+		binds, err = kpath.NewRootBinds(m.Dir(), view, kpath.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log, NoRootBinds: !kernelPath})
 		if err != nil && !kernelPath {
 			log.Warn("roots below /tmp cannot be shown in the server's /tmp here", zap.Error(err))
 			binds = nil
