@@ -5,6 +5,7 @@ package mountmgr
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -12,47 +13,47 @@ import (
 	"github.com/rootfs-dev/rootfs/mountmgr/kpath"
 )
 
-// cloneTmpRoots clones the view's tmp/X for each X of xs (P2, before its
-// /tmp covers them); root is the new root, the view.
-func cloneTmpRoots(root string, xs []string) ([]int, error) {
-	if len(xs) == 0 {
-		return nil, nil
-	}
-	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// The roots below /tmp that the view holds at start (host layout,
+// Spec.TmpRoots): P2 shows the view's tmp/X on its private /tmp/X, in two
+// steps of its mount plan around the /tmp tmpfs (kpath/tmproots_linux.go
+// says why). P1 keeps them in step with the view afterwards.
+
+// cloneTmpRoot (opTmpClone) clones the view's tmp/X for dest /tmp/X,
+// before the private /tmp covers it; the clone waits in m.trees.
+func (m *mounter) cloneTmpRoot(dest string) error {
+	x := filepath.Base(dest)
+	rfd, err := unix.Open(m.root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+		return &os.PathError{Op: "open", Path: m.root, Err: err}
 	}
 	defer unix.Close(rfd)
-	var trees []int
-	for _, x := range xs {
-		if !validTmpName(x) {
-			return trees, fmt.Errorf("%w: tmp root %q", ErrBadSpec, x)
-		}
-		t, err := kpath.CloneTmpRoot(rfd, x)
-		if err != nil {
-			return trees, fmt.Errorf("roots below /tmp/%s: %w", x, err)
-		}
-		trees = append(trees, t)
+	t, err := kpath.CloneTmpRoot(rfd, x)
+	if err != nil {
+		return fmt.Errorf("roots below /tmp/%s: %w", x, err)
 	}
-	return trees, nil
+	if m.trees == nil {
+		m.trees = map[string]int{}
+	}
+	m.trees[dest] = t
+	return nil
 }
 
-// attachTmpRoots mounts each clone on its /tmp/X below root (P2, once its
-// /tmp is mounted).
-func attachTmpRoots(root string, xs []string, trees []int) error {
-	if len(xs) == 0 {
-		return nil
+// attachTmpRoot (opTmpAttach) mounts the clone taken for dest on it,
+// once the private /tmp is mounted.
+func (m *mounter) attachTmpRoot(dest string) error {
+	x := filepath.Base(dest)
+	tree, ok := m.trees[dest]
+	if !ok {
+		return fmt.Errorf("roots below /tmp/%s: no clone was taken", x)
 	}
-	tmpFD, err := unix.Openat2(unix.AT_FDCWD, root+"/tmp", &unix.OpenHow{
+	tmpFD, err := unix.Openat2(unix.AT_FDCWD, m.root+"/tmp", &unix.OpenHow{
 		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
 	if err != nil {
-		return &os.PathError{Op: "open", Path: root + "/tmp", Err: err}
+		return &os.PathError{Op: "open", Path: m.root + "/tmp", Err: err}
 	}
 	defer unix.Close(tmpFD)
-	for i, x := range xs {
-		if _, err := kpath.AttachTmpRoot(tmpFD, trees[i], x, -1); err != nil {
-			return fmt.Errorf("roots below /tmp/%s: %w", x, err)
-		}
+	if _, err := kpath.AttachTmpRoot(tmpFD, tree, x, -1); err != nil {
+		return fmt.Errorf("roots below /tmp/%s: %w", x, err)
 	}
 	return nil
 }
