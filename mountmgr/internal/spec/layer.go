@@ -44,10 +44,10 @@ import (
 // "rootfs run --dry-run" names the directory.
 //
 // Nothing bounds the layer's size but the disk: at each start a large
-// layer is named in a warning (mountmgr.PrepareLayers). A second session of the same
-// server while one runs (two clients) cannot share the layer (the kernel
-// leaves two overlays on one upper layer undefined): it gets a layer in
-// its /tmp and a warning that its writes vanish. So does a session whose
+// layer is named in a warning (mountmgr.PrepareLayers). A second session
+// of the same server while one runs (two clients) cannot share the layer
+// (the kernel leaves two overlays on one upper layer undefined): it gets a
+// layer in its /tmp and a warning that its writes vanish. So does a session whose
 // layer cannot be made or mounted: no write is lost without a line on
 // stderr saying so. "rootfs run --cache-writes discard" puts every
 // cache's writes in /tmp, as before layers were kept.

@@ -51,7 +51,7 @@ type Bind struct {
 	// Layer, for an Overlay, is a host directory holding the overlay's
 	// writable layer (Layer/upper, with Layer/work beside it), kept after
 	// the sandbox ends so that the server finds its writes at its next
-	// start (see PrepareLayers); "" puts the writable layer in the
+	// start (see mountmgr.PrepareLayers); "" puts the writable layer in the
 	// sandbox's /tmp, where it vanishes with the sandbox.
 	Layer string `json:"layer,omitempty"`
 	// Symlink, when set, shows Dest as a symlink with this target (as
@@ -107,7 +107,7 @@ type Spec struct {
 	// holding the placeholders from Placeholders.
 	NewRoot string `json:"newRoot"`
 	// Argv is the command; Argv[0] is the absolute host path from
-	// ResolveCommand (the executable, not its directory, is bound read-only
+	// resolve.Command (the executable, not its directory, is bound read-only
 	// when it lies outside the runtime directories and Binds do not hold
 	// it), or a path in the view when CommandInView.
 	Argv []string `json:"argv"`
@@ -122,7 +122,7 @@ type Spec struct {
 	NoNetwork bool `json:"noNetwork"`
 	// AllowUnixSockets lets the server make socket files in its roots and
 	// connect to host sockets there. By default the sandbox refuses both
-	// as far as the kernel's Landlock can (landlock_linux.go): making
+	// as far as the kernel's Landlock can (mountmgr/landlock_linux.go): making
 	// them from ABI 2 (Linux 5.19), connecting from ABI 9 (Linux 7.1).
 	AllowUnixSockets bool `json:"allowUnixSockets,omitempty"`
 	// RuntimeDirs replaces DefaultRuntimeDirs when non-nil.
@@ -131,7 +131,7 @@ type Spec struct {
 	EtcFiles []string `json:"etcFiles"`
 	// TmpSize is the size= of the private /tmp tmpfs; "" means "256m".
 	TmpSize string `json:"tmpSize"`
-	// AutoBind says the binds were completed by ResolveAutoBind; it only
+	// AutoBind says the binds were completed by resolve.AutoBind; it only
 	// changes the hint of an exec error ("drop --no-auto-bind").
 	AutoBind bool `json:"autoBind"`
 	// CommandInView says Argv[0] is a path inside the view (a file in a
@@ -235,7 +235,7 @@ func (s *Spec) bindPoints(direct map[string]rootset.Placeholder) []rootset.Place
 		if _, ok := direct[TopLevel(dest)]; ok && TopLevel(dest) != "tmp" {
 			// (Below /tmp the view holds the mount point too: a root
 			// below /tmp brings the view's tmp/X over the sandbox's
-			// /tmp/X, see tmproots_linux.go.)
+			// /tmp/X, see mountmgr/kpath/tmproots_linux.go.)
 			continue
 		}
 		inner := false
