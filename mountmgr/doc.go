@@ -63,6 +63,16 @@
 // and since the view is mounted only in P1's namespace no mount is ever
 // left on the host.
 //
+// # The mount plan (plan_linux.go)
+//
+// Every mount P2 makes below the new root is one step of a list built
+// from the spec before the first one is made (plan), each with a kind
+// (opKind: root-rbind, tmp-clone, bind, devbind, tmpfs, proc, dir,
+// symlink, overlay, remount-ro, mask-file, mask-dir, ro-self, tmp-attach)
+// that apply executes; the order is the list's, and a unit test reads it
+// without mounting. Making / a slave, pivot_root and dropping privileges
+// come before and after the list.
+//
 // # Mount propagation
 //
 // P1's tree is a slave of the host's: a mount or unmount the host makes
