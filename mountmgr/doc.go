@@ -1,11 +1,18 @@
-// Package mountmgr owns the processes and mounts of `rootfs run`: the
-// namespace daemon, the sandbox init, the wrapped server's launch, reaping
-// and signals, and the private directory the view is mounted on (the view
-// mounts itself: vfs.View.Mount). It knows nothing of MCP, and does not
-// import the view: the roots, tables and placeholders it reads are package
-// rootset's, and RootBinds lays its binds over a [View] (an interface the
-// CLI satisfies with the real view), so the sandbox's init stage links no
-// FUSE.
+// Package mountmgr is the sandbox of `rootfs run`: the namespace daemon,
+// the sandbox init and its mount plan, the wrapped server's launch,
+// reaping and signals, preflight, the launcher caches' kept layers, and
+// the private directory the view is mounted on (the view mounts itself:
+// vfs.View.Mount). It knows nothing of MCP, and does not import the view:
+// the roots, tables and placeholders it reads are package rootset's, so
+// the sandbox's init stage links no FUSE.
+//
+// Two jobs live in sub-packages: the kernel data path (mountmgr/kpath:
+// the binds laid over the view's entries, over the view as an interface,
+// and the roots below /tmp) and command resolution (mountmgr/resolve:
+// finding COMMAND, auto-bind, "#!" and ELF
+// following, shims). The spec they share is in mountmgr/internal/spec,
+// below all three; this package gives its types and errors their public
+// names (Spec, Bind, ErrSetup, ...).
 //
 // # Processes and the stage protocol
 //
@@ -56,6 +63,16 @@
 // and since the view is mounted only in P1's namespace no mount is ever
 // left on the host.
 //
+// # The mount plan (plan_linux.go)
+//
+// Every mount P2 makes below the new root is one step of a list built
+// from the spec before the first one is made (plan), each with a kind
+// (opKind: root-rbind, tmp-clone, bind, devbind, tmpfs, proc, dir,
+// symlink, overlay, remount-ro, mask-file, mask-dir, ro-self, tmp-attach)
+// that apply executes; the order is the list's, and a unit test reads it
+// without mounting. Making / a slave, pivot_root and dropping privileges
+// come before and after the list.
+//
 // # Mount propagation
 //
 // P1's tree is a slave of the host's: a mount or unmount the host makes
@@ -79,36 +96,25 @@
 // mounts below a root reach the sandbox only through the view, or through
 // a root's bind.
 //
-// # The kernel data path (rootbinds_linux.go)
+// # The kernel data path (mountmgr/kpath)
 //
-// By default P1 makes its view mount shared (a new peer group; P1's / stays
-// a slave, so nothing reaches the host) before StartServer, so P2's copy,
-// made a slave by its MS_REC|MS_SLAVE, receives what P1 mounts on the view
-// later; nothing P2 mounts comes back. RootBinds then lays, after every
-// swap and under the lock that serialises swaps, a bind of each entry's
-// pinned descriptor over the entry (open_tree(OPEN_TREE_CLONE|
-// AT_RECURSIVE), mount_setattr nosuid,nodev[,rdonly] on the detached tree,
-// move_mount onto the entry resolved through P1's own view), checks that
-// the entry shows the pinned inode, and follows P1's mount table to lay
-// again a bind the kernel dropped. The clone of a slave mount is a slave
-// of the same master, so host mounts and unmounts below a root keep
-// reaching the sandbox. Removal needs nothing here: the view's
-// FUSE_NOTIFY_DELETE detaches the bind everywhere. docs/kernel-data-path.md
-// has the kernel facts and their tests.
+// By default P1 makes its view mount shared before StartServer, so that
+// P2's copy, a slave after its MS_REC|MS_SLAVE, receives the binds
+// kpath.RootBinds lays over the view's entries later; nothing P2 mounts
+// comes back.
 //
-// # Host layout (tmproots_linux.go)
+// # Host layout
 //
 // With Spec.HostLayout the view shows roots at their host paths and
 // provides every bind's mount point itself, at the bind's destination
 // below its synthetic directories (Placeholders; none inside a static
 // root, which the sandbox mounts through), so P2 makes no tmpfs scaffold
-// that would hide the roots. The sandbox's /tmp stays its own tmpfs; for
-// each first component X of the roots below /tmp, a recursive clone of the
-// view's tmp/X is mounted on /tmp/X as a slave of the view: P2 mounts those
-// of the static roots (Spec.TmpRoots) before the server starts, RootBinds
-// the later ones after each swap, from a thread that joined the sandbox's
-// mount namespace (Attach). Roots below one X change in one step with the
-// view; a new X is one mount more.
+// that would hide the roots. The sandbox's /tmp stays its own tmpfs: for
+// each first component X of Spec.TmpRoots, P2 clones the view's tmp/X
+// before its /tmp covers it and mounts the clone on /tmp/X once /tmp is
+// there (kpath.CloneTmpRoot, kpath.AttachTmpRoot); the binds below /tmp
+// come after those, on the view's mount points. kpath.RootBinds shows the
+// later ones.
 //
 // # Identity
 //
@@ -124,32 +130,23 @@
 // ErrUnsupported with the fix (Preflight lists all findings, for `rootfs
 // doctor`); bad specs ErrBadSpec; a command that cannot run
 // ErrCommandNotExecutable (126) or ErrCommandNotFound (127), from
-// ResolveCommand or ResolveAutoBind on the host (a *MissingError names the
-// missing interpreter, symlink target or ELF loader) or as *ExecError from
-// StartServer, whose message P2 builds with DiagnoseExec inside the sandbox
-// when exec says ENOENT. Nothing is ever run unconfined: any failing step
-// aborts P2 before the exec.
+// resolve.Command or resolve.AutoBind on the host (a *resolve.MissingError
+// names the missing interpreter, symlink target or ELF loader) or as
+// *ExecError from StartServer, whose message P2 builds with
+// resolve.DiagnoseExec inside the sandbox when exec says ENOENT. Nothing
+// is ever run unconfined: any failing step aborts P2 before the exec.
 //
 // # What the command needs
 //
-// ResolveAutoBind (autobind.go) follows COMMAND on the host through its
-// symlinks, "#!" interpreters ("env NAME" through the server's PATH), ELF
-// loader and RPATH/RUNPATH libraries, and returns read-only binds at the
-// same paths, each with its reason. It binds what is needed, never what is
-// near: of an installation prefix only the subtrees its interpreter reads
-// (autobind.go lists the rules), a node script's package, the directories
-// a .pth file names; a guard refuses /, the home directory or above, and a
-// directory holding credentials. Symlinks are shown as symlinks
-// (Bind.Symlink). Launcher caches are Bind.Overlay: the host directory is
-// the read-only lower layer of an overlay, so a launcher may write (npx
-// locks and records its installs) and a server may keep its data beside
-// its code (server-memory) while nothing reaches the cache that the user
-// runs unsandboxed. The upper layer is kept per server below the user's
-// state directory (Bind.Layer, layer.go: made and locked by PrepareLayers
-// in P1, opened by P2 refusing symlinks and given to overlayfs as
-// /proc/self/fd/N), or, without one, lies in the sandbox's /tmp and
-// vanishes with it; either way a line on stderr says which. ResolveShim (shim.go) asks a version manager which
-// executable its shim runs.
+// resolve.AutoBind finds on the host what COMMAND needs to start and
+// returns read-only binds at the same paths, each with its reason; the
+// sandbox mounts them. A Bind.Symlink is made as a symlink. A Bind.Overlay
+// (a launcher cache) is the read-only lower layer of an overlay whose
+// upper layer is kept per server below the user's state directory
+// (Bind.Layer, named in internal/spec/layer.go: made and locked by
+// PrepareLayers in P1, opened by P2 refusing symlinks and given to
+// overlayfs as /proc/self/fd/N), or, without one, lies in the sandbox's
+// /tmp and vanishes with it; either way a line on stderr says which.
 //
 // # Limits
 //

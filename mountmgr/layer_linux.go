@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -15,42 +13,14 @@ import (
 	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
-// hostUID is the uid that this process's effective uid is in the parent
-// user namespace: the invoking user's in rootfs's own user namespace (P1
-// without root), the effective uid itself elsewhere. P0 and P1 agree on
-// it, so --dry-run names the layer the session uses.
-func hostUID() int {
-	euid := os.Geteuid()
-	b, err := os.ReadFile("/proc/self/uid_map")
-	if err != nil {
-		return euid
-	}
-	return mappedUID(string(b), euid)
-}
-
-// mappedUID is uid as the parent user namespace knows it, by uidMap (the
-// text of /proc/PID/uid_map); uid itself when no line maps it.
-func mappedUID(uidMap string, uid int) int {
-	for _, line := range strings.Split(uidMap, "\n") {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			continue
-		}
-		in, err1 := strconv.ParseUint(f[0], 10, 32)
-		out, err2 := strconv.ParseUint(f[1], 10, 32)
-		n, err3 := strconv.ParseUint(f[2], 10, 32)
-		if err1 != nil || err2 != nil || err3 != nil {
-			continue
-		}
-		if u := uint64(uid); u >= in && u < in+n {
-			return int(out + u - in)
-		}
-	}
-	return uid
-}
+// layerWarnSize is the size of a layer above which each start warns: the
+// default size cap of the sandbox's /tmp, which bounded the writes before
+// they were kept.
+const layerWarnSize = 256 << 20
 
 // PrepareLayers makes on the host the layers that spec's overlay binds
-// name (Bind.Layer; see the section on persistent layers in layer.go),
+// name (Bind.Layer; see the section on persistent layers in
+// internal/spec/layer.go),
 // locks each server's directory until release is called or this process
 // ends, and replaces each Layer by its real path, which P2 opens refusing
 // any symlink. It never fails: a layer it cannot make, or one that a

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	ispec "github.com/rootfs-dev/rootfs/mountmgr/internal/spec"
+	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 )
 
 // observed is a logger that records what it is given.
@@ -38,34 +40,26 @@ func messages(logs *observer.ObservedLogs, sub string) []observer.LoggedEntry {
 	return out
 }
 
+// writeFile writes p, making its directory.
+func writeFile(t *testing.T, p, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // layerSpec is a spec whose overlay binds are the caches, each with its
 // layer below base for server argv.
 func layerSpec(base string, argv []string, caches ...string) *Spec {
 	s := &Spec{}
 	for _, c := range caches {
 		s.Binds = append(s.Binds, Bind{Source: c, Dest: c, ReadOnly: true, Overlay: true, Reason: "npm cache",
-			Layer: layerDir(base, hostUID(), argv, "npm cache", c)})
+			Layer: ispec.LayerDir(base, ispec.HostUID(), argv, "npm cache", c)})
 	}
 	return s
-}
-
-// TestMappedUID: the layer's key names the host user, the same in P0 and
-// in P1's user namespace.
-func TestMappedUID(t *testing.T) {
-	for _, tt := range []struct {
-		name, uidMap string
-		uid, want    int
-	}{
-		{"initial namespace", "         0          0 4294967295\n", 1000, 1000},
-		{"rootfs's user namespace (P1 without root)", "         0       1000          1\n", 0, 1000},
-		{"a container's range", "0 100000 65536\n", 1000, 101000},
-		{"unmapped", "0 1000 1\n", 5, 5},
-		{"unreadable", "", 7, 7},
-	} {
-		if got := mappedUID(tt.uidMap, tt.uid); got != tt.want {
-			t.Errorf("%s: mappedUID(%q, %d) = %d, want %d", tt.name, tt.uidMap, tt.uid, got, tt.want)
-		}
-	}
 }
 
 // TestPrepareLayers: the layers are made (0700, the upper layer with its
@@ -369,7 +363,7 @@ func overlayLayerPersists(t *testing.T, cred *syscall.Credential) {
 		chownTree(t, home, int(cred.Uid))
 	}
 	before := treeHash(t, cache)
-	sh, err := ResolveCommand("sh", DefaultPath)
+	sh, err := resolve.Command("sh", DefaultPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +397,7 @@ grep overlay /proc/self/mountinfo`
 		return out, string(errb)
 	}
 	base := LayerBase(home, "")
-	layer := layerDir(base, 0, []string{"npx", "-y", "server"}, "npm cache", cache)
+	layer := ispec.LayerDir(base, 0, []string{"npx", "-y", "server"}, "npm cache", cache)
 
 	first, stderr := run(true, layer)
 	if !strings.Contains(first, "no data") {

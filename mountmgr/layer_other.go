@@ -2,13 +2,7 @@
 
 package mountmgr
 
-import (
-	"os"
-
-	"go.uber.org/zap"
-)
-
-func hostUID() int { return os.Geteuid() }
+import "go.uber.org/zap"
 
 // PrepareLayers does nothing off Linux, where no sandbox runs.
 func PrepareLayers(*Spec, *zap.Logger) (release func()) { return func() {} }

@@ -26,6 +26,8 @@ import (
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/testutil"
+	"github.com/rootfs-dev/rootfs/mountmgr/kpath"
+	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
@@ -105,7 +107,7 @@ func p1Main() int {
 		}
 		defer m.Unmount()
 		if cfg.Kernel {
-			b, err := NewRootBinds(m.Dir(), view, RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
+			b, err := kpath.NewRootBinds(m.Dir(), view, kpath.RootBindsOptions{NoWatch: cfg.Action == "relay-nowatch"})
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "p1:", err)
 				return 125
@@ -397,7 +399,7 @@ func TestProbeBattery(t *testing.T) {
 // before 5.12); rootfs run falls back to the daemon path there.
 func requireKernelPath(t *testing.T) {
 	t.Helper()
-	if err := KernelPathSupported(); err != nil {
+	if err := kpath.KernelPathSupported(); err != nil {
 		testutil.Skip(t, err.Error())
 	}
 }
@@ -612,7 +614,7 @@ func TestShellRuns(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(f.data, "in.txt"), []byte("hello from the root\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := ResolveCommand("sh", DefaultPath)
+	sh, err := resolve.Command("sh", DefaultPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -924,7 +926,7 @@ func TestBindsAndNoNetwork(t *testing.T) {
 	os.Mkdir(rw, 0o755)
 	os.Mkdir(ro, 0o755)
 	os.WriteFile(filepath.Join(ro, "f"), []byte("ro-content\n"), 0o644)
-	sh, _ := ResolveCommand("sh", DefaultPath)
+	sh, _ := resolve.Command("sh", DefaultPath)
 	env, _ := BuildEnv(func(string) string { return "" }, nil, nil)
 	spec := Spec{
 		Argv: []string{sh, "-c", `cat /etc/extra.conf; touch /etc/new 2>/dev/null || echo etc-ro; cat /srv/deep/ro/f; echo w > /cache/w && echo rw-ok; echo x > /srv/deep/ro/x 2>/dev/null || echo ro-refused

@@ -15,7 +15,7 @@ import (
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
 
-// bindEntry lays what mountmgr.RootBinds lays over an entry: a bind of the
+// bindEntry lays what kpath.RootBinds lays over an entry: a bind of the
 // host path src, cloned from a descriptor (recursively for a directory),
 // ro,nosuid,nodev on the detached tree, over name below the view's mount.
 func bindEntry(t *testing.T, mnt, name, src string) {

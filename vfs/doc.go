@@ -127,7 +127,7 @@
 //
 // With [Options].BoundEntries (rootfs run's default; --strict turns it
 // off) each entry is covered by a bind mount of its pinned host directory
-// or file, made by mountmgr (mountmgr.RootBinds) from the descriptor
+// or file, made by mountmgr (kpath.RootBinds) from the descriptor
 // pinned when the root was admitted (open_tree(OPEN_TREE_CLONE|
 // AT_RECURSIVE), nosuid,nodev and for read-only views rdonly set with
 // mount_setattr on the detached tree, then move_mount), and the kernel

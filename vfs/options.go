@@ -76,7 +76,7 @@ type Options struct {
 	// CacheTimeout.
 	NoHostWatch bool
 	// BoundEntries says that every entry will be covered by a bind mount
-	// of its pinned host directory or file (mountmgr.RootBinds, the kernel
+	// of its pinned host directory or file (kpath.RootBinds, the kernel
 	// data path), so that the kernel, not the view, serves what is below
 	// it. The view then never drops a kept entry's dentry by itself (which
 	// would detach its bind): a kept entry's lookup is answered from

@@ -53,10 +53,10 @@ const (
 	// NoTmpMountCheck skips the check that a root's mount on the sandbox's
 	// /tmp/X landed there, and removes it by that path rather than through
 	// its descriptor, although the server may have moved the mount point
-	// (mountmgr tmproots; e2e TestAttackTmpMountRace).
+	// (mountmgr/kpath tmproots; e2e TestAttackTmpMountRace).
 	NoTmpMountCheck
 	// NoTmpRefresh keeps the sandbox's /tmp/X when the view's tmp/X
-	// becomes something else (mountmgr tmproots; e2e TestAttackTmpRoot*).
+	// becomes something else (mountmgr/kpath tmproots; e2e TestAttackTmpRoot*).
 	NoTmpRefresh
 
 	// NoWriteSet drops the session's record of what the server can write:

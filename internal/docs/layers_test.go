@@ -18,7 +18,9 @@ const module = "github.com/rootfs-dev/rootfs"
 
 // A rule says that no package matching from may depend, directly or not,
 // on one matching to. A pattern ending in "/" matches everything below it;
-// any other matches the package and its sub-packages. A pattern whose
+// one ending in "$" matches that package only (mountmgr$ is the sandbox,
+// not its sub-packages); any other matches the package and its
+// sub-packages. A pattern whose
 // first element has a dot is a full import path (another module);
 // otherwise it is relative to this module. From "" is every package of the
 // module outside cmd/ (a command's own packages may import each other).
@@ -53,10 +55,17 @@ var rules = []rule{
 	{from: "mcpbridge", to: goFUSE, tests: true, why: "the bridge links no FUSE"},
 	{from: "mcpbridge", to: "mountmgr", tests: true, why: "the bridge knows nothing of processes or mounts"},
 	{from: "mcpbridge", to: "cmd/", tests: true, why: "the bridge is a library"},
-	{from: "mountmgr", to: "vfs", why: "the sandbox takes the view as an interface (mountmgr.View)"},
+	{from: "mountmgr", to: "vfs", why: "the sandbox and the kernel data path take the view as an interface (kpath.View)"},
 	{from: "mountmgr", to: goFUSE, why: "the sandbox, its init stage included, links no FUSE"},
 	{from: "mountmgr", to: "mcpbridge", tests: true, why: "the sandbox knows nothing of MCP"},
 	{from: "mountmgr", to: "cmd/", tests: true, why: "the sandbox is a library"},
+	{from: "mountmgr/resolve", to: "mountmgr$", tests: true, why: "command resolution lies below the sandbox, whose init explains a failed exec with it"},
+	{from: "mountmgr/resolve", to: "mountmgr/kpath", tests: true, why: "command resolution knows nothing of the kernel data path"},
+	{from: "mountmgr/resolve", to: goFUSE, tests: true, why: "command resolution runs in the sandbox's init: it links no FUSE, tests included"},
+	{from: "mountmgr/kpath", to: "mountmgr$", tests: true, why: "the kernel data path lies below the sandbox, whose init mounts the roots below /tmp with it"},
+	{from: "mountmgr/kpath", to: "mountmgr/resolve", tests: true, why: "the kernel data path knows nothing of commands"},
+	{from: "mountmgr/kpath", to: "vfs", tests: true, why: "the kernel data path takes the view as an interface (kpath.View)"},
+	{from: "mountmgr/internal/", to: "mountmgr", tests: true, why: "the spec lies below the sandbox, command resolution and the kernel data path", at: "mountmgr/internal/spec"},
 	{from: "internal/", to: "rootset", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
 	{from: "internal/", to: "vfs", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
 	{from: "internal/", to: "mcpbridge", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
@@ -96,7 +105,7 @@ func TestLayersBite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range rules {
-		to := strings.TrimSuffix(r.to, "/")
+		to := strings.TrimSuffix(strings.TrimSuffix(r.to, "/"), "$")
 		if r.to == goFUSE {
 			to = "go-fuse"
 		}
@@ -254,6 +263,9 @@ func match(pkg, pattern string) bool {
 	if strings.HasSuffix(pattern, "/") {
 		return strings.HasPrefix(pkg, pattern)
 	}
+	if only, ok := strings.CutSuffix(pattern, "$"); ok {
+		return pkg == only
+	}
 	return pkg == pattern || strings.HasPrefix(pkg, pattern+"/")
 }
 
@@ -265,7 +277,7 @@ func importable(to string) string {
 	case goFUSE:
 		return goFUSE + "v2/fs"
 	}
-	return module + "/" + to
+	return module + "/" + strings.TrimSuffix(to, "$")
 }
 
 // packageName returns the name of the package in the module's directory

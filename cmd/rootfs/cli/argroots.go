@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
@@ -92,7 +93,7 @@ func (rf *runFlags) argRoots() ([]rootset.Root, error) {
 		}
 	}
 	exe := rf.argv[0]
-	if p, err := mountmgr.ResolveCommand(exe, os.Getenv("PATH")); err == nil {
+	if p, err := resolve.Command(exe, os.Getenv("PATH")); err == nil {
 		exe = p
 	}
 	allow := rf.allowDirs()
@@ -132,7 +133,7 @@ type argCandidate struct{ arg, path string }
 // runtime directories or an installation. expand, when not nil, maps a
 // value before it is resolved (a client's variables, for wrap's preview).
 func argPaths(exe string, args []string, cwd string, expand func(string) string) []argCandidate {
-	script := mountmgr.ScriptOperand(exe, args) // code: auto-bind shows it
+	script := resolve.ScriptOperand(exe, args) // code: auto-bind shows it
 	seen := map[string]bool{}
 	var out []argCandidate
 	for i, a := range args {

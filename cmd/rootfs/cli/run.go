@@ -16,6 +16,8 @@ import (
 
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/mountmgr/kpath"
+	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
 )
@@ -71,7 +73,7 @@ type runFlags struct {
 	bridge mcpbridge.Options
 	argv   []string
 	// autoBind is what spec found, for --dry-run's "left out".
-	autoBind *mountmgr.AutoBind
+	autoBind *resolve.Result
 	// clientTaken: the client's stdin went to P1 or to the bridge, which
 	// answer the client themselves; an error from here on is not refused
 	// to it again (see refuseClient).
@@ -241,7 +243,7 @@ func (rf *runFlags) precheck() error {
 		return err
 	}
 	name := rf.argv[0]
-	if _, err := mountmgr.ResolveCommand(name, os.Getenv("PATH")); err != nil {
+	if _, err := resolve.Command(name, os.Getenv("PATH")); err != nil {
 		inView := errors.Is(err, mountmgr.ErrCommandNotFound) && filepath.IsAbs(name) &&
 			(len(rf.roots.Roots) > 0 || rf.roots.RootsFile != "")
 		if !inView {
@@ -299,7 +301,7 @@ func (rf *runFlags) spec(static []rootset.Root, log *zap.Logger) (*mountmgr.Spec
 	var pre []string // environment entries that --setenv may override
 	if !rf.run.NoAutoBind {
 		cwd, _ := os.Getwd()
-		ab, err := mountmgr.ResolveAutoBind(spec, hostExe, mountmgr.AutoBindOptions{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd, Layers: rf.layers()})
+		ab, err := resolve.AutoBind(spec, hostExe, resolve.Options{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd, Layers: rf.layers()})
 		if err != nil {
 			return nil, nil, commandError(err)
 		}
@@ -368,12 +370,12 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	var tmpKeep []string // host layout: /tmp/X that hold bind mount points, shown for good
 	if spec.HostLayout {
 		vopts.Placeholders = outsideRoots(vopts.Placeholders, initial)
-		tmpKeep = mountmgr.TmpPlaceholders(vopts.Placeholders)
+		tmpKeep = kpath.TmpPlaceholders(vopts.Placeholders)
 		vopts.Beneath = []string{"tmp"} // the sandbox shows roots below its own /tmp
 	}
 	kernelPath := !rf.run.Strict
 	if kernelPath {
-		if err := mountmgr.KernelPathSupported(); err != nil {
+		if err := kpath.KernelPathSupported(); err != nil {
 			log.Info("this kernel cannot serve roots through bind mounts (needs Linux 5.12); every file operation goes through the daemon, as with --strict", zap.Error(err))
 			kernelPath = false
 		}
@@ -409,19 +411,19 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	}
 	if spec.HostLayout {
 		spec.Dir, spec.Env = serverDirEnv(first, spec.Env)
-		spec.TmpRoots = union(mountmgr.TmpRoots(first.Entries()), tmpKeep)
+		spec.TmpRoots = union(kpath.TmpRoots(first.Entries()), tmpKeep)
 	}
 	m, err := view.Mount(mnt, vfs.MountOptions{})
 	if err != nil {
 		return fuseMountError(err, false)
 	}
 	defer m.Unmount()
-	var binds *mountmgr.RootBinds
+	var binds *kpath.RootBinds
 	if kernelPath || spec.HostLayout {
 		// Before the sandbox starts: its copy of the view must become a
 		// slave of this one, so the binds laid later reach it. Under
 		// --strict in host layout only the roots below /tmp need it.
-		binds, err = mountmgr.NewRootBinds(m.Dir(), view, mountmgr.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log, NoRootBinds: !kernelPath})
+		binds, err = kpath.NewRootBinds(m.Dir(), view, kpath.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log, NoRootBinds: !kernelPath})
 		if err != nil && !kernelPath {
 			log.Warn("roots below /tmp cannot be shown in the server's /tmp here", zap.Error(err))
 			binds = nil

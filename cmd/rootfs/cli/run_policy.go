@@ -16,6 +16,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/internal/control"
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
@@ -74,12 +75,12 @@ type viewPath struct {
 // static roots, or the working directory that stands in for them).
 func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []rootset.Root) (string, *viewPath, []string, error) {
 	name := rf.argv[0]
-	hostExe, hostErr := mountmgr.ResolveCommand(name, os.Getenv("PATH"))
+	hostExe, hostErr := resolve.Command(name, os.Getenv("PATH"))
 	if hostErr == nil {
 		// A version manager's shim cannot run in the sandbox (the manager
 		// and its version files are not there): run what it would run.
 		cwd, _ := os.Getwd()
-		real, _, err := mountmgr.ResolveShim(hostExe, os.Environ(), cwd)
+		real, _, err := resolve.Shim(hostExe, os.Environ(), cwd)
 		if err != nil {
 			return "", nil, nil, commandError(err)
 		}
@@ -132,7 +133,7 @@ func (rf *runFlags) resolveCommand(spec *mountmgr.Spec, static []rootset.Root) (
 			continue
 		}
 		host := e.HostPath + rest
-		if _, err := mountmgr.ResolveCommand(host, ""); err != nil {
+		if _, err := resolve.Command(host, ""); err != nil {
 			return "", nil, nil, commandError(fmt.Errorf("%w (in the view: %s)", err, clean))
 		}
 		return host, &viewPath{path: clean, entry: e.ViewPath, host: e.HostPath}, writable, nil

@@ -1,6 +1,6 @@
 //go:build linux
 
-package mountmgr
+package kpath
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/mountmgr/internal/spec"
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
@@ -74,11 +75,11 @@ func NewRootBinds(dir string, v View, o RootBindsOptions) (*RootBinds, error) {
 	// Only this mount becomes shared: P1's / stays a slave of the host's,
 	// so nothing reaches the host, and a new mount gets a new peer group.
 	if err := linux.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
-		return nil, fmt.Errorf("%w: kernel data path: %v", ErrSetup, err)
+		return nil, fmt.Errorf("%w: kernel data path: %v", spec.ErrSetup, err)
 	}
 	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kernel data path: open %s: %v", ErrSetup, dir, err)
+		return nil, fmt.Errorf("%w: kernel data path: open %s: %v", spec.ErrSetup, dir, err)
 	}
 	b := &RootBinds{v: v, log: log, readOnly: o.ReadOnly, dir: dir, dirFD: fd, failed: map[string]string{},
 		noBind: o.NoRootBinds, nsFD: -1, tmp: tmpState{},
@@ -86,7 +87,7 @@ func NewRootBinds(dir string, v View, o RootBindsOptions) (*RootBinds, error) {
 	if !o.NoWatch {
 		if err := unix.Pipe2(b.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 			unix.Close(fd)
-			return nil, fmt.Errorf("%w: kernel data path: %v", ErrSetup, os.NewSyscallError("pipe2", err))
+			return nil, fmt.Errorf("%w: kernel data path: %v", spec.ErrSetup, os.NewSyscallError("pipe2", err))
 		}
 	}
 	b.mu.Lock()

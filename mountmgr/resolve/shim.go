@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/rootfs-dev/rootfs/mountmgr/internal/spec"
 )
 
 // # Version-manager shims
@@ -20,7 +22,7 @@ import (
 // real interpreter when they run, from PYENV_VERSION, a .python-version
 // file in the working directory or above, or the global version. Inside
 // the sandbox the manager and its version files are not there, so a shim
-// cannot run. ResolveShim asks the manager, on the host and as the client
+// cannot run. Shim asks the manager, on the host and as the client
 // would have run it, which executable the shim runs now, and rootfs runs
 // that one.
 
@@ -32,12 +34,12 @@ var shimExec = regexp.MustCompile(`(?m)^\s*exec\s+"?([^"\s]+)"?\s+exec\s`)
 // shimTimeout bounds the manager's answer.
 const shimTimeout = 10 * time.Second
 
-// ResolveShim returns the executable that the version-manager shim exe
+// Shim returns the executable that the version-manager shim exe
 // would run, and the manager's name; exe and "" when exe is no shim. env
 // and dir are rootfs's own environment and working directory, which the
-// manager reads to choose a version. The error wraps ErrCommandNotFound
+// manager reads to choose a version. The error wraps mountmgr.ErrCommandNotFound
 // and says how to name the interpreter instead.
-func ResolveShim(exe string, env []string, dir string) (string, string, error) {
+func Shim(exe string, env []string, dir string) (string, string, error) {
 	if filepath.Base(filepath.Dir(exe)) != "shims" {
 		return exe, "", nil
 	}
@@ -59,7 +61,7 @@ func ResolveShim(exe string, env []string, dir string) (string, string, error) {
 	if !filepath.IsAbs(tool) {
 		p, err := exec.LookPath(tool)
 		if err != nil {
-			return "", manager, fmt.Errorf("%w: %s is a %s shim and %s is not on PATH; give the interpreter's own path (%s which %s)", ErrCommandNotFound, exe, manager, tool, manager, name)
+			return "", manager, fmt.Errorf("%w: %s is a %s shim and %s is not on PATH; give the interpreter's own path (%s which %s)", spec.ErrCommandNotFound, exe, manager, tool, manager, name)
 		}
 		tool = p
 	}
@@ -82,9 +84,9 @@ func ResolveShim(exe string, env []string, dir string) (string, string, error) {
 		if why == "" && err != nil {
 			why = err.Error()
 		}
-		return "", manager, fmt.Errorf("%w: %s is a %s shim and \"%s which %s\" found no executable (%s); give the interpreter's own path", ErrCommandNotFound, exe, manager, manager, name, why)
+		return "", manager, fmt.Errorf("%w: %s is a %s shim and \"%s which %s\" found no executable (%s); give the interpreter's own path", spec.ErrCommandNotFound, exe, manager, manager, name, why)
 	}
-	if _, err := ResolveCommand(real, ""); err != nil {
+	if _, err := Command(real, ""); err != nil {
 		return "", manager, err
 	}
 	return real, manager, nil

@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 // An ELF file's loader and libraries (see autobind.go's section comment).
 

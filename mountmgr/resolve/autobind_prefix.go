@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 // What an interpreter reads of its installation: prefixes, venvs, .pth
 // files, the user site, a node package (see autobind.go's section comment).

@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 import (
 	"debug/elf"
@@ -31,7 +31,7 @@ func symlink(t *testing.T, target, link string) {
 	}
 }
 
-func bindPaths(ab *AutoBind) []string {
+func bindPaths(ab *Result) []string {
 	var out []string
 	for _, b := range ab.Binds {
 		if !b.ReadOnly || b.Source != b.Dest {
@@ -81,30 +81,30 @@ func TestResolveAutoBind(t *testing.T) {
 		name    string
 		spec    *Spec
 		exe     string
-		opts    AutoBindOptions
+		opts    Options
 		want    []string
 		wantEnv []string
 		wantErr error
 	}{
-		{"venv on pyenv", spec(), filepath.Join(venv, "bin", "server"), AutoBindOptions{},
+		{"venv on pyenv", spec(), filepath.Join(venv, "bin", "server"), Options{},
 			[]string{filepath.Join(pyPrefix, "bin"), filepath.Join(pyPrefix, "lib"), filepath.Join(venv, "bin"), filepath.Join(venv, "pyvenv.cfg")}, nil, nil},
-		{"home bin binds the file", spec(), filepath.Join(home, "bin", "tool"), AutoBindOptions{},
+		{"home bin binds the file", spec(), filepath.Join(home, "bin", "tool"), Options{},
 			[]string{filepath.Join(home, "bin", "tool")}, nil, nil},
-		{"bin beside .env binds the file", spec(), filepath.Join(home, "proj", "bin", "srv"), AutoBindOptions{},
+		{"bin beside .env binds the file", spec(), filepath.Join(home, "proj", "bin", "srv"), Options{},
 			[]string{filepath.Join(home, "proj", "bin", "srv")}, nil, nil},
-		{"env node through the server's PATH", spec("PATH=" + filepath.Join(nodePrefix, "bin") + ":/usr/bin:/bin"), filepath.Join(base, "scripts", "s.js"), AutoBindOptions{},
+		{"env node through the server's PATH", spec("PATH=" + filepath.Join(nodePrefix, "bin") + ":/usr/bin:/bin"), filepath.Join(base, "scripts", "s.js"), Options{},
 			[]string{filepath.Join(nodePrefix, "bin"), filepath.Join(base, "scripts", "s.js")}, nil, nil},
-		{"env -S NAME not on the PATH", spec(), filepath.Join(base, "scripts", "t.js"), AutoBindOptions{},
+		{"env -S NAME not on the PATH", spec(), filepath.Join(base, "scripts", "t.js"), Options{},
 			nil, nil, ErrCommandNotFound},
-		{"npx gets its cache as an overlay", spec(), "/usr/bin/npx", AutoBindOptions{Name: "npx"},
+		{"npx gets its cache as an overlay", spec(), "/usr/bin/npx", Options{Name: "npx"},
 			[]string{filepath.Join(home, ".npm") + " (overlay)"},
 			[]string{"npm_config_prefer_offline=true", "npm_config_update_notifier=false", "npm_config_cache=" + filepath.Join(home, ".npm")}, nil},
-		{"a missing cache is kept with a layer", spec(), "/usr/bin/npx", AutoBindOptions{Name: "npx", Layers: "/state"},
+		{"a missing cache is kept with a layer", spec(), "/usr/bin/npx", Options{Name: "npx", Layers: "/state"},
 			[]string{filepath.Join(home, ".npm-cold") + " (overlay)"},
 			[]string{"npm_config_prefer_offline=true", "npm_config_update_notifier=false", "npm_config_cache=" + filepath.Join(home, ".npm-cold")}, nil},
-		{"a missing cache without a layer is /tmp's", spec(), "/usr/bin/npx", AutoBindOptions{Name: "npx"},
+		{"a missing cache without a layer is /tmp's", spec(), "/usr/bin/npx", Options{Name: "npx"},
 			nil, []string{"npm_config_prefer_offline=true", "npm_config_update_notifier=false"}, nil},
-		{"a bound dir is not repeated", &Spec{Binds: []Bind{{Source: venv, Dest: venv, ReadOnly: true}}}, filepath.Join(venv, "bin", "server"), AutoBindOptions{},
+		{"a bound dir is not repeated", &Spec{Binds: []Bind{{Source: venv, Dest: venv, ReadOnly: true}}}, filepath.Join(venv, "bin", "server"), Options{},
 			[]string{filepath.Join(pyPrefix, "bin"), filepath.Join(pyPrefix, "lib")}, nil, nil},
 	}
 	for _, tt := range tests {
@@ -120,7 +120,7 @@ func TestResolveAutoBind(t *testing.T) {
 			if strings.Contains(tt.name, "missing cache") {
 				opts.Lookup = func(k string) (string, bool) { return filepath.Join(home, ".npm-cold"), k == "npm_config_cache" }
 			}
-			got, err := ResolveAutoBind(tt.spec, tt.exe, opts)
+			got, err := AutoBind(tt.spec, tt.exe, opts)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
 			}
@@ -158,7 +158,7 @@ func TestResolveAutoBindNeverHomeOrCredentials(t *testing.T) {
 		writeFile(t, filepath.Join(p, "share", "notes.txt"), "", 0o644)
 		script := filepath.Join(base, "s", strings.TrimPrefix(filepath.Base(p), "."))
 		writeFile(t, script, "#!"+filepath.Join(p, "bin", "python3")+"\n", 0o755)
-		got, err := ResolveAutoBind(&Spec{}, script, AutoBindOptions{Home: home, Lookup: func(string) (string, bool) { return "", false }})
+		got, err := AutoBind(&Spec{}, script, Options{Home: home, Lookup: func(string) (string, bool) { return "", false }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestResolveAutoBindELF(t *testing.T) {
 	if err := exec.Command(exe).Run(); err != nil {
 		t.Fatalf("the program does not run on the host: %v", err)
 	}
-	got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: func(string) (string, bool) { return "", false }})
+	got, err := AutoBind(&Spec{}, exe, Options{Home: "/nonexistent", Lookup: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestResolveAutoBindWritableRoot(t *testing.T) {
 	exe := filepath.Join(proj, ".venv", "bin", "server")
 	lookup := func(string) (string, bool) { return "", false }
 
-	got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
+	got, err := AutoBind(&Spec{}, exe, Options{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestResolveAutoBindWritableRoot(t *testing.T) {
 		t.Errorf("nothing left out, want %s refused", other)
 	}
 	// Control: the same layout outside the writable roots is followed.
-	got, err = ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup})
+	got, err = AutoBind(&Spec{}, exe, Options{Home: "/nonexistent", Lookup: lookup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestResolveAutoBindELFNamesOnlyFiles(t *testing.T) {
 		exe := filepath.Join(dir, "app", "libexec", "app")
 		os.MkdirAll(filepath.Dir(exe), 0o755)
 		buildELF(t, dir, exe, tc.needed, tc.rpath, false)
-		got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: home, Lookup: lookup})
+		got, err := AutoBind(&Spec{}, exe, Options{Home: home, Lookup: lookup})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,7 @@ func TestResolveAutoBindWritableLibrary(t *testing.T) {
 	buildELF(t, filepath.Join(base, "b2"), exe, "libw.so", "/nonexistent", false)
 	lookup := func(string) (string, bool) { return "", false }
 	spec := func() *Spec { return &Spec{Env: []string{"LD_LIBRARY_PATH=" + filepath.Join(proj, "lib")}} }
-	bound := func(ab *AutoBind) bool {
+	bound := func(ab *Result) bool {
 		for _, b := range ab.Binds {
 			if strings.HasPrefix(b.Source, other) {
 				return true
@@ -389,14 +389,14 @@ func TestResolveAutoBindWritableLibrary(t *testing.T) {
 		}
 		return false
 	}
-	got, err := ResolveAutoBind(spec(), exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
+	got, err := AutoBind(spec(), exe, Options{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bound(got) {
 		t.Errorf("bound %q: named by a library in a read-write root", bindPaths(got))
 	}
-	got, err = ResolveAutoBind(spec(), exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup})
+	got, err = AutoBind(spec(), exe, Options{Home: "/nonexistent", Lookup: lookup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestResolveAutoBindSymlinkedDirIntoWritable(t *testing.T) {
 	symlink(t, filepath.Join(other, "bin", "tool"), filepath.Join(proj, "tools", "srv"))
 	exe := filepath.Join(base, "tools", "srv")
 	lookup := func(string) (string, bool) { return "", false }
-	bound := func(ab *AutoBind) bool {
+	bound := func(ab *Result) bool {
 		for _, b := range ab.Binds {
 			if strings.HasPrefix(b.Source, other) {
 				return true
@@ -429,14 +429,14 @@ func TestResolveAutoBindSymlinkedDirIntoWritable(t *testing.T) {
 		}
 		return false
 	}
-	got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
+	got, err := AutoBind(&Spec{}, exe, Options{Home: "/nonexistent", Lookup: lookup, Writable: []string{proj}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bound(got) {
 		t.Errorf("bound %q: named by a symlink in a read-write root reached through %s", bindPaths(got), filepath.Join(base, "tools"))
 	}
-	got, err = ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: "/nonexistent", Lookup: lookup})
+	got, err = AutoBind(&Spec{}, exe, Options{Home: "/nonexistent", Lookup: lookup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +458,7 @@ func TestResolveAutoBindHomeThroughSymlink(t *testing.T) {
 	symlink(t, home, filepath.Join(base, "alias"))
 	lookup := func(string) (string, bool) { return "", false }
 	for _, exe := range []string{filepath.Join(home, "bin", "tool"), filepath.Join(base, "alias", "bin", "tool")} {
-		got, err := ResolveAutoBind(&Spec{}, exe, AutoBindOptions{Home: home, Lookup: lookup})
+		got, err := AutoBind(&Spec{}, exe, Options{Home: home, Lookup: lookup})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,7 +524,7 @@ func TestResolveAutoBindPth(t *testing.T) {
 	writeFile(t, filepath.Join(venv, "bin", "srv"), "#!"+filepath.Join(venv, "bin", "python")+"\n", 0o755)
 	lookup := func(string) (string, bool) { return "", false }
 
-	got, err := ResolveAutoBind(&Spec{}, filepath.Join(venv, "bin", "srv"), AutoBindOptions{Home: home, Lookup: lookup})
+	got, err := AutoBind(&Spec{}, filepath.Join(venv, "bin", "srv"), Options{Home: home, Lookup: lookup})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +544,7 @@ func TestResolveAutoBindPth(t *testing.T) {
 	}
 	// The same venv in a root the server can write: its .pth files name
 	// nothing (the server could have written them).
-	got, err = ResolveAutoBind(&Spec{}, filepath.Join(venv, "bin", "srv"), AutoBindOptions{Home: home, Lookup: lookup, Writable: []string{filepath.Join(base, "venvs")}})
+	got, err = AutoBind(&Spec{}, filepath.Join(venv, "bin", "srv"), Options{Home: home, Lookup: lookup, Writable: []string{filepath.Join(base, "venvs")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,14 @@
 //go:build !linux
 
-package mountmgr
+package kpath
 
 import (
+	"errors"
+
 	"github.com/rootfs-dev/rootfs/rootset"
 )
+
+var errNotLinux = errors.New("the sandbox needs Linux")
 
 // KernelPathSupported reports that the kernel data path needs Linux.
 func KernelPathSupported() error { return errNotLinux }

@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 import (
 	"errors"
@@ -32,18 +32,18 @@ func TestResolveShim(t *testing.T) {
 		{filepath.Join(base, "asdf", "shims", "python3"), "asdf"},
 		{filepath.Join(base, "mise", "shims", "python3"), "mise"},
 	} {
-		got, mgr, err := ResolveShim(c.shim, os.Environ(), proj)
+		got, mgr, err := Shim(c.shim, os.Environ(), proj)
 		if err != nil || got != real || mgr != c.manager {
 			t.Errorf("%s: %q %q %v, want %q %q", c.shim, got, mgr, err, real, c.manager)
 		}
 		// Where the manager finds no version, the error says what to do.
-		_, _, err = ResolveShim(c.shim, os.Environ(), base)
+		_, _, err = Shim(c.shim, os.Environ(), base)
 		if !errors.Is(err, ErrCommandNotFound) {
 			t.Errorf("%s without a version: %v, want ErrCommandNotFound", c.shim, err)
 		}
 	}
 	plain := filepath.Join(base, "plain", "shims", "tool")
-	if got, mgr, err := ResolveShim(plain, nil, base); got != plain || mgr != "" || err != nil {
+	if got, mgr, err := Shim(plain, nil, base); got != plain || mgr != "" || err != nil {
 		t.Errorf("no shim: %q %q %v", got, mgr, err)
 	}
 }

@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 // Launchers' caches (see autobind.go's section comment).
 
@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/rootfs-dev/rootfs/mountmgr/internal/spec"
 )
 
 // launcherCaches adds the cache of a launcher that fetches packages
@@ -18,7 +20,7 @@ import (
 // installed), and so do servers that keep their data beside their code
 // (server-memory), so the cache is the read-only lower layer of an
 // overlay whose writable layer is kept per server below opts.Layers (see
-// layer.go), or, with no Layers, lives in the sandbox's /tmp and vanishes
+// internal/spec/layer.go), or, with no Layers, lives in the sandbox's /tmp and vanishes
 // with it. A warm cache starts without a download; a cold one downloads
 // into the server's layer (or into memory, each time).
 func (r *resolver) launcherCaches(exe string) {
@@ -72,9 +74,9 @@ func (r *resolver) launcherCaches(exe string) {
 			return
 		}
 		if !r.underRuntime(dir) {
-			b := Bind{Source: dir, Dest: dir, ReadOnly: true, Overlay: overlay, Reason: reason}
+			b := spec.Bind{Source: dir, Dest: dir, ReadOnly: true, Overlay: overlay, Reason: reason}
 			if overlay && r.opts.Layers != "" {
-				b.Layer = layerDir(r.opts.Layers, hostUID(), append([]string{r.opts.Name}, r.opts.Args...), reason, dir)
+				b.Layer = spec.LayerDir(r.opts.Layers, spec.HostUID(), append([]string{r.opts.Name}, r.opts.Args...), reason, dir)
 			}
 			r.out.Binds = append(r.out.Binds, b)
 		}

@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 // The second line: what auto-bind never binds, whatever a rule found (see
 // autobind.go's section comment), and what the server could have named.
@@ -26,7 +26,7 @@ func isCredentialName(n string) bool {
 }
 
 // untrusted reports whether the server may write p: it lies in one of
-// AutoBindOptions.Writable (the read-write roots).
+// Options.Writable (the read-write roots).
 //
 // p is checked as named and with its directory resolved: a host directory
 // that is a symlink into a root (~/tools -> ~/proj/tools) holds files the

@@ -1,7 +1,6 @@
-package mountmgr
+package spec
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,11 +30,11 @@ func TestLayerBase(t *testing.T) {
 func TestLayerDir(t *testing.T) {
 	memory := []string{"npx", "-y", "@modelcontextprotocol/server-memory"}
 	base := "/s/rootfs/overlay"
-	a := layerDir(base, 1000, memory, "npm cache", "/home/u/.npm")
+	a := LayerDir(base, 1000, memory, "npm cache", "/home/u/.npm")
 	if !strings.HasPrefix(a, base+"/npx-server-memory-") || !strings.HasPrefix(filepath.Base(a), "npm-cache-") {
 		t.Errorf("layer %q: want %s/npx-server-memory-HASH/npm-cache-HASH", a, base)
 	}
-	if again := layerDir(base, 1000, append([]string(nil), memory...), "npm cache", "/home/u/.npm"); again != a {
+	if again := LayerDir(base, 1000, append([]string(nil), memory...), "npm cache", "/home/u/.npm"); again != a {
 		t.Errorf("the same server and cache got %q and %q", a, again)
 	}
 	tests := []struct {
@@ -53,7 +52,7 @@ func TestLayerDir(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := layerDir(base, tt.uid, tt.argv, "npm cache", tt.lower)
+			b := LayerDir(base, tt.uid, tt.argv, "npm cache", tt.lower)
 			if b == a {
 				t.Fatalf("shares the layer %q", a)
 			}
@@ -72,52 +71,5 @@ func TestLayerDir(t *testing.T) {
 		if got := layerLabel(strings.Fields(argv)); got != want {
 			t.Errorf("layerLabel(%q) = %q, want %q", argv, got, want)
 		}
-	}
-}
-
-// TestAutoBindLayer: with Layers, a launcher cache's overlay names its
-// layer, and the auto-bind line says where the writes go; without, that
-// they vanish.
-func TestAutoBindLayer(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/npx"); err != nil {
-		t.Skip("no /usr/bin/npx")
-	}
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := filepath.Join(base, "home")
-	writeFile(t, filepath.Join(home, ".npm", "_npx", "x", "package.json"), "{}", 0o644)
-	layers := filepath.Join(base, "state", "rootfs", "overlay")
-	for _, tt := range []struct {
-		name, layers, want string
-	}{
-		{"kept", layers, ", writes kept in " + layers + "/npx-server-memory-"},
-		{"discarded", "", ", writes vanish with the sandbox"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ab, err := ResolveAutoBind(&Spec{}, "/usr/bin/npx", AutoBindOptions{Name: "npx", Args: []string{"-y", "@modelcontextprotocol/server-memory"},
-				Home: home, Lookup: func(string) (string, bool) { return "", false }, Layers: tt.layers})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var layer string
-			for _, b := range ab.Binds {
-				if b.Overlay {
-					layer = b.Layer
-				}
-			}
-			if want := layerDir(layers, hostUID(), []string{"npx", "-y", "@modelcontextprotocol/server-memory"}, "npm cache", filepath.Join(home, ".npm")); tt.layers != "" && layer != want {
-				t.Errorf("layer %q, want %q", layer, want)
-			} else if tt.layers == "" && layer != "" {
-				t.Errorf("layer %q without Layers", layer)
-			}
-			if p := strings.Join(ab.Paths(), " "); !strings.Contains(p, filepath.Join(home, ".npm")+" (npm cache"+tt.want) {
-				t.Errorf("auto-bind line %q lacks %q", p, tt.want)
-			}
-			if _, err := os.Stat(filepath.Join(base, "state")); err == nil {
-				t.Errorf("ResolveAutoBind made the state directory")
-			}
-		})
 	}
 }

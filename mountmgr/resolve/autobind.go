@@ -1,4 +1,4 @@
-package mountmgr
+package resolve
 
 import (
 	"debug/elf"
@@ -10,11 +10,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/rootfs-dev/rootfs/mountmgr/internal/spec"
 )
 
 // # Auto-bind
 //
-// ResolveAutoBind binds, read-only and at the same paths, what the command
+// AutoBind binds, read-only and at the same paths, what the command
 // needs to start, so that a server installed the usual ways (a venv, pyenv,
 // nvm, asdf, mise, conda, ~/.cargo/bin, a node global prefix, npx, uvx,
 // pipx) starts with no --ro-bind. It binds what is needed, never what is
@@ -79,7 +81,7 @@ import (
 // finds a credential file or directory (credentialNames) or more than
 // scanLimit entries.
 //
-// Nothing named through a file the server can write (AutoBindOptions.
+// Nothing named through a file the server can write (Options.
 // Writable: the read-write roots known at start) is bound: a server that
 // rewrote a #! line, a symlink, a pyvenv.cfg or a .pth file in its root
 // would otherwise choose what the next start shows it.
@@ -97,7 +99,7 @@ const (
 )
 
 // MissingError is a file a command needs that does not exist: a symlink's
-// target, a "#!" interpreter, an ELF loader. It wraps ErrCommandNotFound.
+// target, a "#!" interpreter, an ELF loader. It wraps mountmgr.ErrCommandNotFound.
 type MissingError struct {
 	What string // "symlink target", "#! interpreter", "ELF loader"
 	Path string // what is missing
@@ -119,10 +121,10 @@ func (e *MissingError) Error() string {
 	return s
 }
 
-func (e *MissingError) Unwrap() error { return ErrCommandNotFound }
+func (e *MissingError) Unwrap() error { return spec.ErrCommandNotFound }
 
-// AutoBindOptions configure ResolveAutoBind.
-type AutoBindOptions struct {
+// Options configure AutoBind.
+type Options struct {
 	// Home is the user's home directory: never bound, nor any ancestor of
 	// it. "" means $HOME from Lookup.
 	Home string
@@ -145,17 +147,17 @@ type AutoBindOptions struct {
 	Dir  string
 	// Layers is the directory below which the writes to a launcher
 	// cache's overlay are kept across the server's restarts (LayerBase;
-	// Bind.Layer is a layer per server, cache and host user, see layer.go);
+	// Bind.Layer is a layer per server, cache and host user, see internal/spec/layer.go);
 	// "" means they vanish with the sandbox.
 	Layers string
 }
 
-// AutoBind is what ResolveAutoBind found.
-type AutoBind struct {
+// Result is what AutoBind found.
+type Result struct {
 	// Binds are read-only binds (Overlay set for launcher caches, Symlink
 	// for a symlink shown as one), host path = sandbox path, each with its
 	// Reason, sorted by path, none beneath a bound directory.
-	Binds []Bind
+	Binds []spec.Bind
 	// Env are K=V entries the launcher or interpreter needs (where its
 	// cache is, PYTHONUSERBASE); they go before --setenv, so the user can
 	// override them.
@@ -166,7 +168,7 @@ type AutoBind struct {
 
 // Paths lists the bound paths, each with its reason, for the one info
 // line: "/opt/py/lib (interpreter lib)".
-func (a *AutoBind) Paths() []string {
+func (a *Result) Paths() []string {
 	var out []string
 	for _, b := range a.Binds {
 		why := b.Reason
@@ -189,8 +191,8 @@ type item struct {
 }
 
 type resolver struct {
-	spec     *Spec
-	opts     AutoBindOptions
+	spec     *spec.Spec
+	opts     Options
 	home     string
 	check    bool // only walk and report what is missing; bind nothing
 	visited  map[string]bool
@@ -199,21 +201,21 @@ type resolver struct {
 	sites    map[string]bool // site-packages directories whose .pth were read
 	libs     int
 	pthCount int // directories bound from .pth files
-	out      AutoBind
+	out      Result
 }
 
-func newResolver(spec *Spec, opts AutoBindOptions, home string) *resolver {
-	return &resolver{spec: spec, opts: opts, home: home, visited: map[string]bool{}, items: map[string]item{},
+func newResolver(s *spec.Spec, opts Options, home string) *resolver {
+	return &resolver{spec: s, opts: opts, home: home, visited: map[string]bool{}, items: map[string]item{},
 		prefix: map[string]bool{}, sites: map[string]bool{}}
 }
 
-// ResolveAutoBind follows exe (the command's absolute host path) as the
-// section comment above says. spec supplies the runtime directories (never
+// AutoBind follows exe (the command's absolute host path) as the
+// section comment above says. s (a mountmgr.Spec) supplies the runtime directories (never
 // bound: they are there already), the binds given by flags (not repeated)
 // and the server's environment (PATH for "env NAME", LD_LIBRARY_PATH). The
 // error is a *MissingError (127) when something named is missing, or wraps
-// ErrCommandNotExecutable (126).
-func ResolveAutoBind(spec *Spec, exe string, opts AutoBindOptions) (*AutoBind, error) {
+// mountmgr.ErrCommandNotExecutable (126).
+func AutoBind(s *spec.Spec, exe string, opts Options) (*Result, error) {
 	if opts.Lookup == nil {
 		opts.Lookup = os.LookupEnv
 	}
@@ -226,7 +228,7 @@ func ResolveAutoBind(spec *Spec, exe string, opts AutoBindOptions) (*AutoBind, e
 			home = r
 		}
 	}
-	r := newResolver(spec, opts, filepath.Clean(home))
+	r := newResolver(s, opts, filepath.Clean(home))
 	if err := r.exec(exe, "COMMAND", 0, false); err != nil {
 		return nil, err
 	}
@@ -240,8 +242,7 @@ func ResolveAutoBind(spec *Spec, exe string, opts AutoBindOptions) (*AutoBind, e
 // path failed with ENOENT: the first missing symlink target, interpreter or
 // loader, as a *MissingError; nil when nothing is found missing.
 func DiagnoseExec(path string, env []string) error {
-	spec := &Spec{Env: env, RuntimeDirs: []string{}}
-	r := newResolver(spec, AutoBindOptions{}, "")
+	r := newResolver(&spec.Spec{Env: env, RuntimeDirs: []string{}}, Options{}, "")
 	r.check = true
 	r.opts.Lookup = func(string) (string, bool) { return "", false }
 	err := r.exec(path, "COMMAND", 0, false)
@@ -259,7 +260,7 @@ func (r *resolver) envValue(k string) string {
 		}
 	}
 	if k == "PATH" {
-		return DefaultPath
+		return spec.DefaultPath
 	}
 	return ""
 }
@@ -294,14 +295,14 @@ func chain(p, from string) ([]string, error) {
 		cur = filepath.Clean(t)
 		out = append(out, cur)
 	}
-	return nil, fmt.Errorf("%w: %s: too many levels of symbolic links", ErrCommandNotFound, p)
+	return nil, fmt.Errorf("%w: %s: too many levels of symbolic links", spec.ErrCommandNotFound, p)
 }
 
 // exec follows an executable: its symlinks, its prefix when it is an
 // interpreter, and its #! or ELF headers.
 func (r *resolver) exec(p, from string, depth int, taint bool) error {
 	if depth > maxInterp {
-		return fmt.Errorf("%w: %s: more than %d levels of #! interpreters", ErrCommandNotExecutable, p, maxInterp)
+		return fmt.Errorf("%w: %s: more than %d levels of #! interpreters", spec.ErrCommandNotExecutable, p, maxInterp)
 	}
 	what, reason := "#! interpreter", "interpreter"
 	if depth == 0 {
@@ -328,10 +329,10 @@ func (r *resolver) exec(p, from string, depth int, taint bool) error {
 		return &MissingError{What: what, Path: final, From: from}
 	}
 	if fi.IsDir() {
-		return fmt.Errorf("%w: %s is a directory", ErrCommandNotExecutable, final)
+		return fmt.Errorf("%w: %s is a directory", spec.ErrCommandNotExecutable, final)
 	}
 	if fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%w: %s is not executable (mode %04o): chmod +x it", ErrCommandNotExecutable, final, fi.Mode().Perm())
+		return fmt.Errorf("%w: %s is not executable (mode %04o): chmod +x it", spec.ErrCommandNotExecutable, final, fi.Mode().Perm())
 	}
 	interp := depth > 0 || isInterpreterName(filepath.Base(p)) || isInterpreterName(filepath.Base(final))
 	if depth > 0 || !r.opts.InView {
@@ -347,7 +348,7 @@ func (r *resolver) exec(p, from string, depth int, taint bool) error {
 	}
 	f, err := os.Open(final)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCommandNotExecutable, err)
+		return fmt.Errorf("%w: %v", spec.ErrCommandNotExecutable, err)
 	}
 	head := make([]byte, 256)
 	n, _ := f.Read(head)
@@ -388,7 +389,7 @@ func (r *resolver) shebang(script string, head []byte, depth int, taint bool) er
 	line, _, _ := strings.Cut(string(head[2:]), "\n")
 	fields := strings.Fields(line)
 	if len(fields) == 0 {
-		return fmt.Errorf("%w: %s: empty #! line", ErrCommandNotExecutable, script)
+		return fmt.Errorf("%w: %s: empty #! line", spec.ErrCommandNotExecutable, script)
 	}
 	interp := fields[0]
 	if err := r.exec(interp, script, depth+1, taint); err != nil {
@@ -429,7 +430,7 @@ func (r *resolver) shebang(script string, head []byte, depth int, taint bool) er
 			}
 		}
 		return &MissingError{What: "env", Path: a, From: script,
-			Hint: "put its directory on the server's PATH with --setenv PATH=DIR:" + DefaultPath}
+			Hint: "put its directory on the server's PATH with --setenv PATH=DIR:" + spec.DefaultPath}
 	}
 	return nil
 }
@@ -506,7 +507,7 @@ func (r *resolver) scriptNeeds(script, interp string, taint bool) {
 }
 
 func (r *resolver) underRuntime(p string) bool {
-	return r.spec.underRuntime(p) || r.spec.underBinds(p)
+	return r.spec.UnderRuntime(p) || r.spec.UnderBinds(p)
 }
 
 // addFile binds one file, or shows a symlink as itself. A directory is
@@ -561,13 +562,13 @@ func (r *resolver) finish() {
 		}
 		return false
 	}
-	var binds []Bind
+	var binds []spec.Bind
 	for _, p := range paths {
 		if covered(p) {
 			continue
 		}
 		it := r.items[p]
-		binds = append(binds, Bind{Source: p, Dest: p, ReadOnly: true, Symlink: it.symlink, Reason: it.reason})
+		binds = append(binds, spec.Bind{Source: p, Dest: p, ReadOnly: true, Symlink: it.symlink, Reason: it.reason})
 	}
 	r.out.Binds = append(binds, r.out.Binds...)
 	sort.Slice(r.out.Binds, func(i, j int) bool { return r.out.Binds[i].Dest < r.out.Binds[j].Dest })

@@ -1,4 +1,4 @@
-package mountmgr
+package spec
 
 import (
 	"crypto/sha256"
@@ -43,19 +43,14 @@ import (
 // server afresh: the note printed when the layer is made says so, and
 // "rootfs run --dry-run" names the directory.
 //
-// Nothing bounds the layer's size but the disk: at each start a layer
-// above layerWarnSize is named in a warning. A second session of the same
-// server while one runs (two clients) cannot share the layer (the kernel
-// leaves two overlays on one upper layer undefined): it gets a layer in
-// its /tmp and a warning that its writes vanish. So does a session whose
+// Nothing bounds the layer's size but the disk: at each start a large
+// layer is named in a warning (mountmgr.PrepareLayers). A second session
+// of the same server while one runs (two clients) cannot share the layer
+// (the kernel leaves two overlays on one upper layer undefined): it gets a
+// layer in its /tmp and a warning that its writes vanish. So does a session whose
 // layer cannot be made or mounted: no write is lost without a line on
 // stderr saying so. "rootfs run --cache-writes discard" puts every
 // cache's writes in /tmp, as before layers were kept.
-
-// layerWarnSize is the size of a layer above which each start warns: the
-// default size cap of the sandbox's /tmp, which bounded the writes before
-// they were kept.
-const layerWarnSize = 256 << 20
 
 // LayerBase is the directory below which the layers are kept: rootfs/overlay
 // in the user's state directory, $XDG_STATE_HOME or, when that is unset
@@ -72,10 +67,10 @@ func LayerBase(home, xdgStateHome string) string {
 	return filepath.Join(filepath.Clean(state), "rootfs", "overlay")
 }
 
-// layerDir is the layer of the server argv (COMMAND as given, then its
+// LayerDir is the layer of the server argv (COMMAND as given, then its
 // arguments), run for the host user uid, for the cache lower of the kind
 // reason ("npm cache"), below base.
-func layerDir(base string, uid int, argv []string, reason, lower string) string {
+func LayerDir(base string, uid int, argv []string, reason, lower string) string {
 	h := sha256.New()
 	h.Write([]byte("rootfs layer 1\x00" + strconv.Itoa(uid)))
 	for _, a := range argv {

@@ -1,4 +1,4 @@
-package mountmgr
+package spec
 
 import (
 	"errors"
@@ -66,38 +66,6 @@ func TestBuildEnv(t *testing.T) {
 	}
 }
 
-func TestResolveCommand(t *testing.T) {
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "tool")
-	os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755)
-	plain := filepath.Join(dir, "plain")
-	os.WriteFile(plain, []byte("x"), 0o644)
-	tests := []struct {
-		name, cmd, path, want string
-		wantErr               error
-	}{
-		{"in path", "tool", "relative:" + dir, exe, nil},
-		{"absolute", exe, "", exe, nil},
-		{"missing", "nope-rootfs", dir, "", ErrCommandNotFound},
-		{"missing absolute", filepath.Join(dir, "nope"), "", "", ErrCommandNotFound},
-		{"not executable", plain, "", "", ErrCommandNotExecutable},
-		{"not executable in path", "plain", dir, "", ErrCommandNotExecutable},
-		{"directory", dir, "", "", ErrCommandNotExecutable},
-		{"empty", "", dir, "", ErrCommandNotFound},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ResolveCommand(tt.cmd, tt.path)
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err %v, want %v", err, tt.wantErr)
-			}
-			if err == nil && got != tt.want {
-				t.Fatalf("got %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 func TestPlaceholders(t *testing.T) {
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, "usr"), 0o755)
@@ -111,7 +79,7 @@ func TestPlaceholders(t *testing.T) {
 		Binds:       []Bind{{Source: dir, Dest: "/cache/npm"}},
 	}
 	got := Placeholders(spec)
-	top := topLevel(dir) // the temp dir's top level (e.g. "tmp") holds the command dir
+	top := TopLevel(dir) // the temp dir's top level (e.g. "tmp") holds the command dir
 	want := map[string]rootset.Placeholder{"etc": {Name: "etc"}, "dev": {Name: "dev"}, "proc": {Name: "proc"},
 		"tmp": {Name: "tmp"}, "cache": {Name: "cache"}, top: {Name: top}}
 	// Runtime dirs given as absolute paths below dir have top-level "tmp"

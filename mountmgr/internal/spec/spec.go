@@ -1,4 +1,13 @@
-package mountmgr
+// Package spec is the sandbox's spec: what to run and what it may see
+// (Spec, Bind), the placeholders the view provides for it, the server's
+// environment, and the sentinel errors of the sandbox and of command
+// resolution. It lies below both the sandbox (package mountmgr, which
+// gives these their public names) and command resolution
+// (mountmgr/resolve, which fills in a spec's binds on the host and, in
+// the sandbox's init, explains a failed exec), so that neither imports
+// the other's job to share them. It reads the host (lstat) but mounts
+// nothing.
+package spec
 
 import (
 	"errors"
@@ -12,7 +21,8 @@ import (
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
-// Sentinel errors; callers branch on them with errors.Is.
+// Sentinel errors; callers branch on them with errors.Is (package
+// mountmgr gives them their public names).
 var (
 	// ErrCommandNotFound: COMMAND does not exist (exit status 127).
 	ErrCommandNotFound = errors.New("command not found")
@@ -41,7 +51,7 @@ type Bind struct {
 	// Layer, for an Overlay, is a host directory holding the overlay's
 	// writable layer (Layer/upper, with Layer/work beside it), kept after
 	// the sandbox ends so that the server finds its writes at its next
-	// start (see PrepareLayers); "" puts the writable layer in the
+	// start (see mountmgr.PrepareLayers); "" puts the writable layer in the
 	// sandbox's /tmp, where it vanishes with the sandbox.
 	Layer string `json:"layer,omitempty"`
 	// Symlink, when set, shows Dest as a symlink with this target (as
@@ -97,7 +107,7 @@ type Spec struct {
 	// holding the placeholders from Placeholders.
 	NewRoot string `json:"newRoot"`
 	// Argv is the command; Argv[0] is the absolute host path from
-	// ResolveCommand (the executable, not its directory, is bound read-only
+	// resolve.Command (the executable, not its directory, is bound read-only
 	// when it lies outside the runtime directories and Binds do not hold
 	// it), or a path in the view when CommandInView.
 	Argv []string `json:"argv"`
@@ -112,7 +122,7 @@ type Spec struct {
 	NoNetwork bool `json:"noNetwork"`
 	// AllowUnixSockets lets the server make socket files in its roots and
 	// connect to host sockets there. By default the sandbox refuses both
-	// as far as the kernel's Landlock can (landlock_linux.go): making
+	// as far as the kernel's Landlock can (mountmgr/landlock_linux.go): making
 	// them from ABI 2 (Linux 5.19), connecting from ABI 9 (Linux 7.1).
 	AllowUnixSockets bool `json:"allowUnixSockets,omitempty"`
 	// RuntimeDirs replaces DefaultRuntimeDirs when non-nil.
@@ -121,7 +131,7 @@ type Spec struct {
 	EtcFiles []string `json:"etcFiles"`
 	// TmpSize is the size= of the private /tmp tmpfs; "" means "256m".
 	TmpSize string `json:"tmpSize"`
-	// AutoBind says the binds were completed by ResolveAutoBind; it only
+	// AutoBind says the binds were completed by resolve.AutoBind; it only
 	// changes the hint of an exec error ("drop --no-auto-bind").
 	AutoBind bool `json:"autoBind"`
 	// CommandInView says Argv[0] is a path inside the view (a file in a
@@ -138,21 +148,24 @@ type Spec struct {
 	TmpRoots []string `json:"tmpRoots,omitempty"`
 }
 
-func (s *Spec) runtimeDirs() []string {
+// RuntimeDirList is RuntimeDirs, or DefaultRuntimeDirs when nil.
+func (s *Spec) RuntimeDirList() []string {
 	if s.RuntimeDirs != nil {
 		return s.RuntimeDirs
 	}
 	return DefaultRuntimeDirs
 }
 
-func (s *Spec) etcFiles() []string {
+// EtcFileList is EtcFiles, or DefaultEtcFiles when nil.
+func (s *Spec) EtcFileList() []string {
 	if s.EtcFiles != nil {
 		return s.EtcFiles
 	}
 	return DefaultEtcFiles
 }
 
-func (s *Spec) tmpSize() string {
+// TmpSizeOrDefault is TmpSize, or "256m" when empty.
+func (s *Spec) TmpSizeOrDefault() string {
 	if s.TmpSize != "" {
 		return s.TmpSize
 	}
@@ -171,8 +184,8 @@ var sandboxDirs = []string{"etc", "dev", "proc", "tmp"}
 // It reads the host (lstat), so call it in P0 or P1 before building the view.
 func Placeholders(spec *Spec) []rootset.Placeholder {
 	seen := map[string]rootset.Placeholder{}
-	for _, d := range spec.runtimeDirs() {
-		name := topLevel(d)
+	for _, d := range spec.RuntimeDirList() {
+		name := TopLevel(d)
 		fi, err := os.Lstat(d)
 		if err != nil || name == "" {
 			continue
@@ -196,8 +209,8 @@ func Placeholders(spec *Spec) []rootset.Placeholder {
 			seen[p.Name] = p
 		}
 	}
-	for _, b := range spec.allBinds() {
-		n := topLevel(b.Dest)
+	for _, b := range spec.AllBinds() {
+		n := TopLevel(b.Dest)
 		if _, ok := seen[n]; !ok && n != "" && !spec.HostLayout {
 			seen[n] = rootset.Placeholder{Name: n}
 		}
@@ -215,14 +228,14 @@ func Placeholders(spec *Spec) []rootset.Placeholder {
 // each at its own path, a file for a single-file bind, and none for a bind
 // below another one (the outer bind holds it).
 func (s *Spec) bindPoints(direct map[string]rootset.Placeholder) []rootset.Placeholder {
-	binds := s.allBinds()
+	binds := s.AllBinds()
 	var out []rootset.Placeholder
 	for _, b := range binds {
 		dest := filepath.Clean(b.Dest)
-		if _, ok := direct[topLevel(dest)]; ok && topLevel(dest) != "tmp" {
+		if _, ok := direct[TopLevel(dest)]; ok && TopLevel(dest) != "tmp" {
 			// (Below /tmp the view holds the mount point too: a root
 			// below /tmp brings the view's tmp/X over the sandbox's
-			// /tmp/X, see tmproots_linux.go.)
+			// /tmp/X, see mountmgr/kpath/tmproots_linux.go.)
 			continue
 		}
 		inner := false
@@ -270,26 +283,27 @@ func PreparePlaceholders(dir string, ps []rootset.Placeholder) error {
 	return nil
 }
 
-func topLevel(p string) string {
+// TopLevel is the first component of the absolute path p ("" for /).
+func TopLevel(p string) string {
 	p = strings.TrimPrefix(filepath.Clean(p), "/")
 	n, _, _ := strings.Cut(p, "/")
 	return n
 }
 
-// underRuntime reports whether p lies in a runtime placeholder (host
+// UnderRuntime reports whether p lies in a runtime placeholder (host
 // directory or symlink), i.e. is reachable without an extra bind.
-func (s *Spec) underRuntime(p string) bool {
-	n := topLevel(p)
-	for _, d := range s.runtimeDirs() {
-		if topLevel(d) == n {
+func (s *Spec) UnderRuntime(p string) bool {
+	n := TopLevel(p)
+	for _, d := range s.RuntimeDirList() {
+		if TopLevel(d) == n {
 			return true
 		}
 	}
 	return false
 }
 
-// underBinds reports whether p is at or beneath a directory or file of Binds.
-func (s *Spec) underBinds(p string) bool {
+// UnderBinds reports whether p is at or beneath a directory or file of Binds.
+func (s *Spec) UnderBinds(p string) bool {
 	for _, b := range s.Binds {
 		if p == b.Dest || strings.HasPrefix(p, b.Dest+"/") {
 			return true
@@ -298,9 +312,9 @@ func (s *Spec) underBinds(p string) bool {
 	return false
 }
 
-// allBinds is Binds plus read-only binds of COMMAND's directory (and of the
+// AllBinds is Binds plus read-only binds of COMMAND's directory (and of the
 // directory of its symlink target) when outside the runtime directories.
-func (s *Spec) allBinds() []Bind {
+func (s *Spec) AllBinds() []Bind {
 	binds := append([]Bind(nil), s.Binds...)
 	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) || s.CommandInView {
 		return binds
@@ -314,7 +328,7 @@ func (s *Spec) allBinds() []Bind {
 		dirs = append(dirs, r)
 	}
 	for _, d := range dirs {
-		if s.underRuntime(d) {
+		if s.UnderRuntime(d) {
 			continue
 		}
 		dup := false
@@ -336,13 +350,13 @@ func (s *Spec) Validate() error {
 		return fmt.Errorf("%w: new root %q must be an absolute path", ErrBadSpec, s.NewRoot)
 	}
 	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) {
-		return fmt.Errorf("%w: command must be an absolute path (use ResolveCommand)", ErrBadSpec)
+		return fmt.Errorf("%w: command must be an absolute path (use resolve.Command)", ErrBadSpec)
 	}
 	for _, b := range s.Binds {
 		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Dest) || filepath.Clean(b.Dest) == "/" {
 			return fmt.Errorf("%w: bind %s:%s needs absolute paths and a destination other than /", ErrBadSpec, b.Source, b.Dest)
 		}
-		switch topLevel(b.Dest) {
+		switch TopLevel(b.Dest) {
 		case "proc", "dev":
 			return fmt.Errorf("%w: bind destination %s: /proc and /dev are built by rootfs", ErrBadSpec, b.Dest)
 		}
@@ -444,60 +458,4 @@ func validEnvName(k string) bool {
 		}
 	}
 	return true
-}
-
-// ResolveCommand finds name on the host: a name with a slash is made
-// absolute, otherwise it is searched in path (the host's PATH). The error
-// wraps ErrCommandNotFound (exit 127) or ErrCommandNotExecutable (126).
-func ResolveCommand(name, path string) (string, error) {
-	if name == "" {
-		return "", fmt.Errorf("%w: empty command", ErrCommandNotFound)
-	}
-	check := func(p string) error {
-		fi, err := os.Stat(p)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				if _, lerr := os.Lstat(p); lerr == nil {
-					// A dangling symlink: name the target that is missing.
-					if _, cerr := chain(p, p); cerr != nil {
-						return cerr
-					}
-				}
-				return fmt.Errorf("%w: %s", ErrCommandNotFound, p)
-			}
-			return fmt.Errorf("%w: %v", ErrCommandNotExecutable, err)
-		}
-		if fi.IsDir() {
-			return fmt.Errorf("%w: %s is a directory", ErrCommandNotExecutable, p)
-		}
-		if fi.Mode().Perm()&0o111 == 0 {
-			return fmt.Errorf("%w: %s has no execute permission", ErrCommandNotExecutable, p)
-		}
-		return nil
-	}
-	if strings.Contains(name, "/") {
-		p, err := filepath.Abs(name)
-		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrCommandNotFound, err)
-		}
-		return p, check(p)
-	}
-	var firstErr error
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue // relative PATH entries would resolve against rootfs's cwd
-		}
-		p := filepath.Join(dir, name)
-		err := check(p)
-		if err == nil {
-			return p, nil
-		}
-		if firstErr == nil && errors.Is(err, ErrCommandNotExecutable) {
-			firstErr = err
-		}
-	}
-	if firstErr != nil {
-		return "", firstErr
-	}
-	return "", fmt.Errorf("%w: %q is not in PATH", ErrCommandNotFound, name)
 }

@@ -1,4 +1,4 @@
-package mountmgr
+package kpath
 
 import (
 	"sort"
