@@ -49,7 +49,7 @@ var rules = []rule{
 	{from: "rootset", to: "mountmgr", tests: true, why: "the roots table is a leaf: it knows nothing of processes"},
 	{from: "rootset", to: "cmd/", tests: true, why: "the roots table is a library"},
 	{from: "rootset", to: goFUSE, tests: true, why: "the roots table is a leaf: it links no FUSE"},
-	{from: "mcpbridge", to: "vfs", tests: true, why: "the bridge reaches the view only through its View interface"},
+	{from: "mcpbridge", to: "vfs", tests: true, why: "the bridge reaches the view only through its RootInstaller seam"},
 	{from: "mcpbridge", to: goFUSE, tests: true, why: "the bridge links no FUSE"},
 	{from: "mcpbridge", to: "mountmgr", tests: true, why: "the bridge knows nothing of processes or mounts"},
 	{from: "mcpbridge", to: "cmd/", tests: true, why: "the bridge is a library"},

@@ -459,14 +459,14 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 	bopts := rf.bridge
 	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
 	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Static, bopts.Pinned, bopts.NoRoots, bopts.Logger = view, bridgeStatic, pinned, noRoots, log
+	bopts.Installer, bopts.Static, bopts.Pinned, bopts.NoRoots, bopts.Logger = view, bridgeStatic, pinned, noRoots, log
 	bopts.ServerExit = func() mcpbridge.ExitInfo {
 		// The server closed its stdout, usually as it exits.
 		code, _ := srv.WaitFor(time.Second) // -1 while it runs on
 		return mcpbridge.ExitInfo{Status: code, LastStderr: srv.LastStderr()}
 	}
 	if binds != nil {
-		bopts.View = binds // each install, then the new entries' binds
+		bopts.Installer = binds // each install, then the new entries' binds
 	}
 	br, err := mcpbridge.New(bopts)
 	if err != nil {
