@@ -69,8 +69,8 @@ func BenchmarkForward(b *testing.B) {
 		go echoServer(sinR, soutW)
 		br, err := New(Options{
 			ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR,
-			View:   newEmptyTestView(),
-			Logger: zap.NewNop(),
+			Installer: newEmptyTestView(),
+			Logger:    zap.NewNop(),
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -95,7 +95,7 @@ func BenchmarkRoute(b *testing.B) {
 	br, err := New(Options{
 		ClientIn: strings.NewReader(""), ClientOut: io.Discard,
 		ServerIn: nopWC{io.Discard}, ServerOut: strings.NewReader(""),
-		View:         newEmptyTestView(),
+		Installer:    newEmptyTestView(),
 		RootsTimeout: time.Hour, Logger: zap.NewNop(),
 	})
 	if err != nil {

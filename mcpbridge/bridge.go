@@ -5,8 +5,8 @@
 //	client ───────────▶ clientLoop ──forward (bytes)──▶ toServer ───────────▶ server
 //	       ◀─────────── toClient ◀──forward (bytes)── serverLoop ◀─────────── (stdio)
 //	           ClientOut     │  ▲                          │         ServerOut
-//	                         │  └── roots/list answers ◀───┘ (server's roots/list, from View.Table())
-//	                         └──▶ View.Install(roots) ──▶ list_changed to the server
+//	                         │  └── roots/list answers ◀───┘ (server's roots/list, from Installer.Table())
+//	                         └──▶ Installer.Install(roots) ──▶ list_changed to the server
 //
 // The client loop owns initialize (edited), notifications/initialized,
 // notifications/roots/list_changed, server/discover and the client's replies to rootfs's own
@@ -32,12 +32,12 @@
 // The client's initialize is forwarded with capabilities.roots set to {"listChanged":true}
 // (edited in place; every other byte kept): the server always gets roots from rootfs. After the
 // client's notifications/initialized, if the client declared roots, rootfs asks it for
-// roots/list and installs them with View.Install. A -32601 answer, or no roots
+// roots/list and installs them with Installer.Install. A -32601 answer, or no roots
 // capability, uses Static instead. A client that does not answer within RootsTimeout leaves the
 // view as it was (fail closed). On notifications/roots/list_changed rootfs fetches again (at most
 // one fetch in flight and one queued), swaps, then tells the server with its own
 // notifications/roots/list_changed. The server's roots/list is answered by rootfs from
-// View.Table(), with in-view URIs; until the first roots are known (the client's answer, the
+// Installer.Table(), with in-view URIs; until the first roots are known (the client's answer, the
 // static roots, or RootsTimeout) it waits, so it is never answered from the table the view starts
 // with (the static roots, or the working directory standing in for them, and the pinned roots).
 //
@@ -136,7 +136,7 @@
 // A server that stops reading its stdin does stall the client's forwarded traffic (and with it
 // rootfs's reading of the client, so a client EOF is noticed only once the write completes); the
 // caller's SIGTERM handling cancels Run's context, which closes the server's stdin regardless.
-// Run waits for a handler in progress before it returns, so nothing calls the View afterwards.
+// Run waits for a handler in progress before it returns, so nothing calls the Installer afterwards.
 // A forward to the server is part of the client loop's handler (Run closes the server's stdin
 // first, which ends a stuck write); the server loop forwards to the client after its handler,
 // since Run never closes the client's stdout. Held messages are forwarded by whoever ends the
@@ -160,9 +160,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// View is the view the bridge keeps up to date: its current table, and the one call that installs
-// roots under the view's own rules. vfs.View implements it.
-type View interface {
+// RootInstaller is the bridge's one way to touch files: it installs roots, under the view's own
+// rules, and says what is installed. The bridge never opens a path itself; whatever sits behind
+// this seam (vfs.View, or mountmgr.RootBinds, which installs into the view and then lays the
+// kernel's binds) decides what a root becomes.
+type RootInstaller interface {
 	// Table returns the current table (immutable, never nil).
 	Table() *rootset.Table
 	// Install builds a table from roots under the view's rules and swaps it in (see
@@ -172,15 +174,15 @@ type View interface {
 	Install([]rootset.Root) (*rootset.Table, error)
 }
 
-// Options configures a Bridge. ClientIn, ClientOut, ServerIn, ServerOut and View are required.
+// Options configures a Bridge. ClientIn, ClientOut, ServerIn, ServerOut and Installer are required.
 type Options struct {
 	ClientIn  io.Reader      // the client's messages (rootfs's stdin)
 	ClientOut io.Writer      // to the client (rootfs's stdout: nothing else may write to it)
 	ServerIn  io.WriteCloser // the server's stdin; closed by Run before it returns
 	ServerOut io.Reader      // the server's stdout
 
-	// View receives the roots; every root it leaves out is logged with its reason.
-	View View
+	// Installer receives the roots; every root it leaves out is logged with its reason.
+	Installer RootInstaller
 	// Static are the roots used when the client has no roots capability or answers roots/list
 	// with -32601 (from --root / --roots-file). Empty: the view stays empty and rootfs warns.
 	Static []rootset.Root
@@ -283,7 +285,7 @@ type Bridge struct {
 	// timer or a goroutine of their own, so that they reach the server in order.
 	relMu sync.Mutex
 	// hmu is held (shared) while a line or timer is handled and taken exclusively by Run before it
-	// returns, so that no handler touches the View after Run returned.
+	// returns, so that no handler touches the Installer after Run returned.
 	hmu sync.RWMutex
 
 	refused refusals
@@ -329,8 +331,8 @@ func New(opts Options) (*Bridge, error) {
 		return nil, errors.New("mcpbridge: ClientIn and ClientOut are required")
 	case opts.ServerIn == nil || opts.ServerOut == nil:
 		return nil, errors.New("mcpbridge: ServerIn and ServerOut are required")
-	case opts.View == nil:
-		return nil, errors.New("mcpbridge: View is required")
+	case opts.Installer == nil:
+		return nil, errors.New("mcpbridge: Installer is required")
 	}
 	if opts.RootsTimeout <= 0 {
 		opts.RootsTimeout = defaultRootsTimeout

@@ -44,7 +44,7 @@ func floodChild() int {
 	b, err := New(Options{
 		ClientIn: os.Stdin, ClientOut: os.Stdout,
 		ServerIn: os.NewFile(3, "server-stdin"), ServerOut: os.NewFile(4, "server-stdout"),
-		View:         newEmptyTestView(),
+		Installer:    newEmptyTestView(),
 		RootsTimeout: time.Hour,
 		Logger:       zap.Must(zap.NewProduction()),
 	})

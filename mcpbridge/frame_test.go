@@ -143,7 +143,7 @@ func TestRunReturnsWhileAForwardIsStuck(t *testing.T) {
 			soutR, soutW := io.Pipe()
 			t.Cleanup(func() { cinW.Close(); soutW.Close() })
 			opts := Options{ClientIn: cinR, ClientOut: &writeLog{}, ServerIn: nopCloser{&writeLog{}}, ServerOut: soutR,
-				View: newTestView(nil)}
+				Installer: newTestView(nil)}
 			if tt.toServer {
 				opts.ServerIn = stuck
 			} else {

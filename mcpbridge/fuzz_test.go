@@ -38,7 +38,7 @@ func fuzzBridge(t testing.TB) (*Bridge, *syncBuffer, *syncBuffer) {
 	b, err := New(Options{
 		ClientIn: strings.NewReader(""), ClientOut: toClient,
 		ServerIn: toServer, ServerOut: strings.NewReader(""),
-		View:         newEmptyTestView(), // no I/O on fuzzed URIs
+		Installer:    newEmptyTestView(), // no I/O on fuzzed URIs
 		RootsTimeout: time.Hour,
 		Logger:       zap.NewNop(),
 	})

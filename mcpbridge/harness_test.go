@@ -20,7 +20,7 @@ import (
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
-// testView is a View holding its table in an atomic pointer, as vfs.View does, minus FUSE.
+// testView is a RootInstaller holding its table in an atomic pointer, as vfs.View does, minus FUSE.
 // Install builds with build (rootset.BuildTable with no rules) unless noIO is set.
 type testView struct {
 	cur   atomic.Pointer[rootset.Table]
@@ -109,12 +109,12 @@ func newHarness(t *testing.T, mod func(*Options)) *harness {
 	h.cliW, h.cliR, h.srvR, h.srvW = cinW, coutR, sinR, soutW
 	opts := Options{
 		ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR,
-		View: h.view, Logger: log,
+		Installer: h.view, Logger: log,
 	}
 	if mod != nil {
 		mod(&opts)
 	}
-	if v, ok := opts.View.(*testView); ok {
+	if v, ok := opts.Installer.(*testView); ok {
 		h.view = v
 	}
 	b, err := New(opts)

@@ -235,7 +235,7 @@ func TestRootsTimeoutFailsClosed(t *testing.T) {
 	dirs := mkdirs(t, "before", "late")
 	prev := build([]rootset.Root{{URI: dirs[0]}})
 	view := newTestView(prev)
-	h := newHarness(t, func(o *Options) { o.View = view; o.RootsTimeout = 200 * time.Millisecond })
+	h := newHarness(t, func(o *Options) { o.Installer = view; o.RootsTimeout = 200 * time.Millisecond })
 	h.startRaw(true, true)
 	id := h.handshake(`{"roots":{"listChanged":true}}`)
 	// The server asks, and the client sends a request of its own: both wait for the first
@@ -658,7 +658,7 @@ func runAgain(ctx context.Context, t *testing.T) error {
 	_, coutW := io.Pipe()
 	sinR, sinW := io.Pipe()
 	soutR, _ := io.Pipe()
-	b, err := New(Options{ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR, View: newTestView(nil)})
+	b, err := New(Options{ClientIn: cinR, ClientOut: coutW, ServerIn: sinW, ServerOut: soutR, Installer: newTestView(nil)})
 	if err != nil {
 		return err
 	}
@@ -691,7 +691,7 @@ func TestMalformedRootsResultsKeepView(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			view := newTestView(build([]rootset.Root{{URI: dirs[0]}}))
-			h := newHarness(t, func(o *Options) { o.View = view })
+			h := newHarness(t, func(o *Options) { o.Installer = view })
 			h.startRaw(true, true)
 			id := h.handshake(`{"roots":{}}`)
 			if tt.result == "" {

@@ -78,7 +78,7 @@ func (b *Bridge) handleFetchReply(e *envelope) {
 		// One line that says which bound refused the answer and what the server is left
 		// with: before the first answer that is the static roots, or none.
 		b.log.Warn("refused the client's roots/list answer whole: more roots than max_roots; the server keeps the roots it had",
-			zap.Error(err), zap.Int("max_roots", maxRoots), zap.Int("roots_kept", len(b.opts.View.Table().Entries())))
+			zap.Error(err), zap.Int("max_roots", maxRoots), zap.Int("roots_kept", len(b.opts.Installer.Table().Entries())))
 	} else if err != nil {
 		b.log.Warn("client roots/list result refused; keeping the previous view", zap.Error(err))
 	} else if len(roots) == 0 && len(b.opts.Static) > 0 {
@@ -167,10 +167,10 @@ func (b *Bridge) useStatic(reason string) bool {
 	return b.install(b.opts.Static, "static")
 }
 
-// install installs roots, with the pinned ones, into the view (View.Install builds the table
+// install installs roots, with the pinned ones, into the view (Installer.Install builds the table
 // under the view's rules).
 func (b *Bridge) install(roots []rootset.Root, source string) bool {
-	t, err := b.opts.View.Install(rootset.UnionRoots(roots, b.opts.Pinned))
+	t, err := b.opts.Installer.Install(rootset.UnionRoots(roots, b.opts.Pinned))
 	for _, s := range t.Skipped() {
 		b.log.Warn("root skipped", zap.String("source", source), s.Root.LogField(), zap.Error(s.Reason))
 	}
@@ -235,7 +235,7 @@ type wireRoot struct {
 }
 
 func (b *Bridge) answerRoots(id msgID) {
-	entries := b.opts.View.Table().Entries()
+	entries := b.opts.Installer.Table().Entries()
 	res := struct {
 		Roots []wireRoot `json:"roots"`
 	}{Roots: make([]wireRoot, 0, len(entries))}

@@ -61,7 +61,7 @@ const (
 
 	// NoWriteSet drops the session's record of what the server can write:
 	// roots and bind sources are then resolved through any symlink, even
-	// one the server planted (cmd/rootfs/cli writtenSet and
+	// one the server planted (session Writable: writeSet and
 	// checkBindSources; e2e TestNestedRoot*, TestHostLayoutNestedRoot).
 	NoWriteSet
 

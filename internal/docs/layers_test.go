@@ -39,19 +39,25 @@ type rule struct {
 	at       string
 }
 
-// goFUSE is the FUSE library: only vfs (the view) and cmd/ may link it.
+// goFUSE is the FUSE library: only vfs (the view), the session that
+// mounts it, and cmd/ may link it.
 const goFUSE = "github.com/hanwen/go-fuse/"
+
+// cobra is the command tree: only cmd/ parses a command line.
+const cobra = "github.com/spf13/cobra"
 
 var rules = []rule{
 	{from: "vfs", to: "mcpbridge", tests: true, why: "the view knows nothing of MCP"},
 	{from: "vfs", to: "mountmgr", tests: true, why: "the view knows nothing of processes or the sandbox"},
 	{from: "vfs", to: "cmd/", tests: true, why: "the view is a library"},
+	{from: "vfs", to: "session", tests: true, why: "the view knows nothing of the session that mounts it"},
 	{from: "rootset", to: "vfs", tests: true, why: "the roots table is a leaf: it needs no view"},
 	{from: "rootset", to: "mcpbridge", tests: true, why: "the roots table is a leaf: it knows nothing of MCP"},
 	{from: "rootset", to: "mountmgr", tests: true, why: "the roots table is a leaf: it knows nothing of processes"},
 	{from: "rootset", to: "cmd/", tests: true, why: "the roots table is a library"},
 	{from: "rootset", to: goFUSE, tests: true, why: "the roots table is a leaf: it links no FUSE"},
-	{from: "mcpbridge", to: "vfs", tests: true, why: "the bridge reaches the view only through its View interface"},
+	{from: "rootset", to: "session", tests: true, why: "the roots table is a leaf: it knows nothing of sessions"},
+	{from: "mcpbridge", to: "vfs", tests: true, why: "the bridge reaches the view only through its RootInstaller seam"},
 	{from: "mcpbridge", to: goFUSE, tests: true, why: "the bridge links no FUSE"},
 	{from: "mcpbridge", to: "mountmgr", tests: true, why: "the bridge knows nothing of processes or mounts"},
 	{from: "mcpbridge", to: "cmd/", tests: true, why: "the bridge is a library"},
@@ -66,10 +72,15 @@ var rules = []rule{
 	{from: "mountmgr/kpath", to: "mountmgr/resolve", tests: true, why: "the kernel data path knows nothing of commands"},
 	{from: "mountmgr/kpath", to: "vfs", tests: true, why: "the kernel data path takes the view as an interface (kpath.View)"},
 	{from: "mountmgr/internal/", to: "mountmgr", tests: true, why: "the spec lies below the sandbox, command resolution and the kernel data path", at: "mountmgr/internal/spec"},
+	{from: "mcpbridge", to: "session", tests: true, why: "the session assembles the bridge, not the other way round"},
+	{from: "mountmgr", to: "session", tests: true, why: "the session starts the sandbox, not the other way round"},
+	{from: "session", to: "cmd/", tests: true, why: "the session is a library: the command line fills its options"},
+	{from: "session", to: cobra, tests: true, why: "the session parses no command line"},
 	{from: "internal/", to: "rootset", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
 	{from: "internal/", to: "vfs", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
 	{from: "internal/", to: "mcpbridge", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
 	{from: "internal/", to: "mountmgr", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
+	{from: "internal/", to: "session", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
 	{from: "internal/", to: "cmd/", tests: true, why: "internal/ is the bottom layer", at: "internal/linux"},
 	{from: "", to: "cmd/", why: "nothing imports a command", at: "mcpbridge"},
 }
@@ -106,8 +117,11 @@ func TestLayersBite(t *testing.T) {
 	}
 	for _, r := range rules {
 		to := strings.TrimSuffix(strings.TrimSuffix(r.to, "/"), "$")
-		if r.to == goFUSE {
+		switch r.to {
+		case goFUSE:
 			to = "go-fuse"
+		case cobra:
+			to = "cobra"
 		}
 		t.Run(cmp.Or(strings.TrimSuffix(r.from, "/"), "any")+"->"+to, func(t *testing.T) {
 			at := cmp.Or(r.at, r.from)
@@ -276,6 +290,8 @@ func importable(to string) string {
 		return module + "/cmd/rootfs/cli"
 	case goFUSE:
 		return goFUSE + "v2/fs"
+	case cobra:
+		return cobra
 	}
 	return module + "/" + strings.TrimSuffix(to, "$")
 }

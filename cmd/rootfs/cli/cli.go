@@ -1,6 +1,7 @@
-// Package cli is the rootfs command line: it parses flags, builds the logger,
-// wires rootset, vfs, mcpbridge and mountmgr together, and maps errors to exit codes.
-// It holds no logic another command could need.
+// Package cli is the rootfs command line: it parses flags into each
+// command's options, builds the logger, and maps errors to exit codes.
+// It holds no logic another command could need: "rootfs run" is a
+// session (package session), "rootfs mount" a view (package vfs).
 //
 // # Exit codes
 //
@@ -37,6 +38,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/rootfs-dev/rootfs/session"
 )
 
 // ErrUsage marks a command line that cannot be understood.
@@ -147,7 +150,7 @@ func exitCode(name string, err error, stderr io.Writer) int {
 	case errors.Is(err, errMissingRoot):
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		return 125
-	case errors.Is(err, ErrUsage):
+	case errors.Is(err, ErrUsage) || errors.Is(err, session.ErrUsage):
 		fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
 		if name == "run" {
 			return 125

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rootfs-dev/rootfs/mountmgr"
-	"github.com/rootfs-dev/rootfs/rootset"
+	"github.com/rootfs-dev/rootfs/session"
 )
 
 // countLimit bounds the files dry-run counts under one path, so that a
@@ -24,16 +24,14 @@ const countLimit = 200000
 // --ro-bind, what auto-bind left out, environment, working directory,
 // network, data path), each path with its size in files, and starts
 // nothing. It runs in P0: no namespace, no mount.
-func (rf *runFlags) dryRun(stdout io.Writer) error {
-	static, pinned, fallback, noRoots, err := rf.startRoots(zap.NewNop())
+func (rf *runFlags) dryRun(stdout io.Writer, opts *session.Options) error {
+	p, err := session.Resolve(opts, zap.NewNop()) // what session.Start would start with
 	if err != nil {
-		return err
+		return runError(err)
 	}
-	initial := rootset.UnionRoots(fallback, pinned)
-	spec, inView, err := rf.spec(initial, zap.NewNop())
-	if err != nil {
-		return err
-	}
+	static, pinned, fallback, noRoots := p.Static, p.Pinned, p.Fallback, p.NoRoots
+	initial := p.Initial()
+	spec, inView := p.Spec, p.InView
 	w := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
 	row := func(cols ...string) { fmt.Fprintln(w, "  "+strings.Join(cols, "\t")) }
 	section := func(s string) {
@@ -47,7 +45,7 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 		access = "read-only"
 	}
 	section("roots (" + access + "; the client's roots replace or join them while the server runs):")
-	dir := "/" // where the server starts: serverDirEnv of the first table, in host layout
+	dir := "/" // where the server starts
 	why := map[string]string{}
 	if len(static) == 0 {
 		for _, r := range fallback {
@@ -64,10 +62,8 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 		}
 		row("(none yet)", "", msg)
 	} else {
-		t := rf.previewTable(spec, initial)
-		if spec.HostLayout {
-			dir, _ = serverDirEnv(t, nil)
-		}
+		t := p.PreviewTable()
+		dir = p.Dir(t)
 		for _, e := range t.Entries() {
 			if e.Covered {
 				continue
@@ -146,9 +142,9 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 		}
 	}
 	if inView != nil {
-		row(inView.path, "", "command, in a root")
+		row(inView.Path, "", "command, in a root")
 	}
-	if ab := rf.autoBind; ab != nil && len(ab.Refused) > 0 {
+	if ab := p.AutoBind; ab != nil && len(ab.Refused) > 0 {
 		section("left out by auto-bind (give --ro-bind to show one):")
 		for _, r := range ab.Refused {
 			row(r)
@@ -190,19 +186,6 @@ func (rf *runFlags) dryRun(stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "data path: %s\n", data)
 	return w.Flush()
-}
-
-// previewTable is the table the view will start with, named as runDaemon
-// names it: mount points inside a static root are reached through it.
-func (rf *runFlags) previewTable(spec *mountmgr.Spec, static []rootset.Root) *rootset.Table {
-	o := rf.tableOptions(spec)
-	if spec.HostLayout {
-		o.Reserved = nil
-		for _, p := range outsideRoots(mountmgr.Placeholders(spec), static) {
-			o.Reserved = append(o.Reserved, p.Name)
-		}
-	}
-	return rootset.BuildTable(static, o)
 }
 
 // setByFlag says whether --setenv gave K.

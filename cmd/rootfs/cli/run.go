@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -16,10 +15,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 	"github.com/rootfs-dev/rootfs/mountmgr"
-	"github.com/rootfs-dev/rootfs/mountmgr/kpath"
-	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
-	"github.com/rootfs-dev/rootfs/rootset"
-	"github.com/rootfs-dev/rootfs/vfs"
+	"github.com/rootfs-dev/rootfs/session"
 )
 
 // RunOptions are the flags of "rootfs run" beyond the roots.
@@ -38,7 +34,6 @@ type RunOptions struct {
 	TmpSize string
 	Grace   time.Duration
 	Strict  bool
-	DryRun  bool
 	// CacheWrites is where a server's writes to a launcher cache go:
 	// "keep" (a layer per server in the state directory) or "discard"
 	// (the sandbox's /tmp).
@@ -61,7 +56,6 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 	o.addLayoutFlag(f, "host")
 	f.StringVar(&o.TmpSize, "tmp-size", "256m", "size cap of the server's private /tmp (tmpfs `SIZE`)")
 	f.BoolVar(&o.Strict, "strict", false, "serve every file operation through the daemon (open files of a removed root fail with EIO at once) instead of letting the kernel serve what is below each root through a bind mount")
-	f.BoolVar(&o.DryRun, "dry-run", false, "print the sandbox COMMAND would get (roots, runtime directories, auto-binds with their reasons, binds, environment; sizes in files) on stdout and start nothing")
 	f.StringVar(&o.CacheWrites, "cache-writes", cacheWritesKeep, "where the server's writes to a launcher's cache (npx, uvx, pipx) go, which never changes the cache itself: `keep` (in a layer of this command line's own below ~/.local/state/rootfs/overlay, found again at its next start) or discard (in the sandbox's /tmp, gone when it ends)")
 	setValues(f, "cache-writes", cacheWritesKeep, cacheWritesDiscard)
 	f.DurationVar(&o.Grace, "grace", 500*time.Millisecond, "how long the server gets to exit after its stdin closes, and again after SIGTERM, before SIGKILL")
@@ -72,8 +66,9 @@ type runFlags struct {
 	run    RunOptions
 	bridge mcpbridge.Options
 	argv   []string
-	// autoBind is what spec found, for --dry-run's "left out".
-	autoBind *resolve.Result
+	// preview is --dry-run: the CLI prints the session's plan and starts
+	// nothing, so it is no option of the session's.
+	preview bool
 	// clientTaken: the client's stdin went to P1 or to the bridge, which
 	// answer the client themselves; an error from here on is not refused
 	// to it again (see refuseClient).
@@ -84,6 +79,7 @@ type runFlags struct {
 func (rf *runFlags) addFlags(f *pflag.FlagSet) {
 	rf.roots.AddFlags(f)
 	rf.run.AddFlags(f)
+	f.BoolVar(&rf.preview, "dry-run", false, "print the sandbox COMMAND would get (roots, runtime directories, auto-binds with their reasons, binds, environment; sizes in files) on stdout and start nothing")
 	rf.bridge.AddFlags(f)
 }
 
@@ -121,15 +117,6 @@ func checkCacheWrites(v string) error {
 	return nil
 }
 
-// layers is the directory below which the writes to launcher caches are
-// kept (mountmgr.LayerBase), or "" with --cache-writes discard.
-func (rf *runFlags) layers() string {
-	if rf.run.CacheWrites == cacheWritesDiscard {
-		return ""
-	}
-	return mountmgr.LayerBase(os.Getenv("HOME"), os.Getenv("XDG_STATE_HOME"))
-}
-
 // runCommand is "rootfs run". In the process the client started (P0) it
 // checks the command line and re-executes rootfs into a private mount
 // namespace (P1, see mountmgr); P1 runs this function again and does the work
@@ -155,7 +142,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	var rf *runFlags
 	log := zap.NewNop()
 	defer func() { // registered after signal.Stop, so it runs before it: the answer may meet EPIPE
-		if err == nil || errors.Is(err, errHelp) || rf != nil && (rf.clientTaken || rf.run.DryRun) {
+		if err == nil || errors.Is(err, errHelp) || rf != nil && (rf.clientTaken || rf.preview) {
 			return
 		}
 		maxLine := 0
@@ -173,24 +160,21 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		return err
 	}
 	defer log.Sync()
+	opts, err := rf.options()
+	if err != nil {
+		return err
+	}
 	if mountmgr.InDaemon() {
-		return runDaemon(ctx, rf, log)
+		return runDaemon(ctx, rf, opts, log)
 	}
-	// Refuse what cannot work before paying for namespaces.
-	if _, err := rf.roots.StaticRoots(); err != nil {
-		if errors.Is(err, errMissingRoot) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", ErrUsage, err)
+	// Refuse what cannot work before paying for namespaces: a bad
+	// --setenv or bind, COMMAND not on the host (127/126), an argument
+	// root rootfs will not show.
+	if err := session.Check(&opts); err != nil {
+		return runError(err)
 	}
-	if err := rf.precheck(); err != nil { // 127/126 and bad --setenv before any namespace
-		return err
-	}
-	if _, err := rf.argRoots(); err != nil {
-		return err
-	}
-	if rf.run.DryRun {
-		return rf.dryRun(stdout)
+	if rf.preview {
+		return rf.dryRun(stdout, &opts)
 	}
 	if os.Geteuid() != 0 {
 		// Without root, what the sandbox needs may be forbidden (user
@@ -222,294 +206,66 @@ func refuseClient(in *os.File, out io.Writer, err error, maxLine int, log *zap.L
 	}
 }
 
-func commandError(err error) error {
+// options are the session's options from the flags. The static roots are
+// read here, in P0 and again in P1: a root that does not exist is refused
+// before anything starts.
+func (rf *runFlags) options() (session.Options, error) {
+	static, err := rf.roots.StaticRoots()
+	if err != nil {
+		if errors.Is(err, errMissingRoot) {
+			return session.Options{}, err
+		}
+		return session.Options{}, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	layout, _ := rf.run.layout() // checked by parseRunFlags
+	r := &rf.run
+	bridge := rf.bridge
+	bridge.ClientIn, bridge.ClientOut = os.Stdin, os.Stdout
+	return session.Options{
+		Command: rf.argv,
+		Roots: session.RootOptions{Static: static, Named: rf.roots.Roots, RootsFile: rf.roots.RootsFile != "",
+			ReadOnly: rf.roots.ReadOnly, Allow: r.Allow, Layout: layout, NoArgRoots: r.NoArgRoots},
+		Sandbox: session.SandboxOptions{Binds: r.Binds, ROBinds: r.ROBinds, SetEnv: r.SetEnv, UnsetEnv: r.UnsetEnv,
+			NoNetwork: r.NoNetwork, AllowUnixSockets: r.AllowUnixSockets, TmpSize: r.TmpSize, NoAutoBind: r.NoAutoBind,
+			GitIdentity: r.GitIdentity, DiscardCacheWrites: r.CacheWrites == cacheWritesDiscard},
+		View:   r.ViewFlags.Options(rf.roots.ReadOnly, nil),
+		Strict: r.Strict,
+		Bridge: bridge,
+		Grace:  r.Grace,
+	}, nil
+}
+
+// runDaemon is P1: the session (view, data path, sandbox, bridge) runs
+// here, and its server's status becomes rootfs's.
+func runDaemon(ctx context.Context, rf *runFlags, opts session.Options, log *zap.Logger) error {
+	s, err := session.Start(ctx, opts, log)
+	if err != nil {
+		return runError(err)
+	}
+	rf.clientTaken = true // the bridge answers the client from here on
+	code, err := s.Wait(ctx)
+	if err != nil {
+		return err // the client declared no roots: one line, and run's usage status (125)
+	}
+	return &ExitError{Code: code}
+}
+
+// runError gives a session's error its exit status: the sandbox's exec
+// failure and COMMAND not found (127) or not executable (126); a failed
+// FUSE mount says what the machine lacks; anything else is rootfs's own
+// failure (125, see exitCode).
+func runError(err error) error {
+	var ee *mountmgr.ExecError
+	var me *session.MountError
 	switch {
+	case errors.As(err, &me):
+		return fuseMountError(me.Err, false)
+	case errors.As(err, &ee):
+		return &ExitError{Code: ee.Code, Err: err}
 	case errors.Is(err, mountmgr.ErrCommandNotFound):
 		return &ExitError{Code: 127, Err: err}
 	case errors.Is(err, mountmgr.ErrCommandNotExecutable):
 		return &ExitError{Code: 126, Err: err}
 	}
 	return err
-}
-
-// precheck refuses, in P0, what P1 would refuse anyway: a bad --setenv
-// or bind, and a COMMAND that is not on the host (unless it may be a path
-// inside the view, which only P1 can tell once the static roots are known).
-func (rf *runFlags) precheck() error {
-	if _, err := mountmgr.BuildEnvLookup(os.LookupEnv, rf.run.SetEnv, rf.run.UnsetEnv); err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	if _, err := rf.binds(); err != nil {
-		return err
-	}
-	name := rf.argv[0]
-	if _, err := resolve.Command(name, os.Getenv("PATH")); err != nil {
-		inView := errors.Is(err, mountmgr.ErrCommandNotFound) && filepath.IsAbs(name) &&
-			(len(rf.roots.Roots) > 0 || rf.roots.RootsFile != "")
-		if !inView {
-			return commandError(err)
-		}
-	}
-	return nil
-}
-
-func (rf *runFlags) binds() ([]mountmgr.Bind, error) {
-	var out []mountmgr.Bind
-	for _, list := range []struct {
-		specs []string
-		ro    bool
-	}{{rf.run.ROBinds, true}, {rf.run.Binds, false}} {
-		for _, s := range list.specs {
-			b, err := mountmgr.ParseBind(s, list.ro)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrUsage, err)
-			}
-			out = append(out, b)
-		}
-	}
-	return out, nil
-}
-
-// spec builds the sandbox spec from the flags (NewRoot is filled in later):
-// COMMAND resolved on the host or in the view of the static roots, then
-// (unless --no-auto-bind) what it needs to start, then the environment.
-func (rf *runFlags) spec(static []rootset.Root, log *zap.Logger) (*mountmgr.Spec, *viewPath, error) {
-	env, err := mountmgr.BuildEnvLookup(os.LookupEnv, rf.run.SetEnv, rf.run.UnsetEnv)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	binds, err := rf.binds()
-	if err != nil {
-		return nil, nil, err
-	}
-	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, AllowUnixSockets: rf.run.AllowUnixSockets,
-		TmpSize: rf.run.TmpSize, HostLayout: rf.hostLayout()}
-	hostExe, inView, writable, err := rf.resolveCommand(spec, static)
-	if err != nil {
-		return nil, nil, err
-	}
-	writable = append(writable, rf.allowDirs()...)
-	if rf.roots.ReadOnly {
-		writable = nil
-	}
-	argv0 := hostExe
-	if inView != nil {
-		argv0 = inView.path
-	}
-	spec.Argv = append([]string{argv0}, rf.argv[1:]...)
-	spec.CommandInView = inView != nil
-	var pre []string // environment entries that --setenv may override
-	if !rf.run.NoAutoBind {
-		cwd, _ := os.Getwd()
-		ab, err := resolve.AutoBind(spec, hostExe, resolve.Options{Name: rf.argv[0], InView: inView != nil, Writable: writable, Args: rf.argv[1:], Dir: cwd, Layers: rf.layers()})
-		if err != nil {
-			return nil, nil, commandError(err)
-		}
-		spec.Binds = append(spec.Binds, ab.Binds...)
-		spec.AutoBind = true
-		rf.autoBind = ab
-		pre = append(pre, ab.Env...)
-		if len(ab.Binds) > 0 || len(ab.Refused) > 0 {
-			log.Info("auto-bind: added read-only what the command needs", zap.Strings("added", ab.Paths()), zap.Strings("left_out", ab.Refused))
-		}
-	}
-	if rf.run.GitIdentity {
-		gi, err := gitIdentity()
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: --git-identity: %v", ErrUsage, err)
-		}
-		pre = append(pre, gi...)
-	}
-	if len(pre) > 0 {
-		if spec.Env, err = mountmgr.BuildEnvLookup(os.LookupEnv, append(pre, rf.run.SetEnv...), rf.run.UnsetEnv); err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", ErrUsage, err)
-		}
-	}
-	return spec, inView, nil
-}
-
-// runDaemon is P1: it owns the view, the bridge and the sandbox.
-//
-//	static roots ─▶ table ─▶ view ─▶ FUSE mount (private to this namespace)
-//	                                      │
-//	client stdio ◀─▶ bridge ◀─▶ server stdio (sandbox whose / is the mount)
-//
-// The order matters: the view is populated with the static roots and
-// mounted before the server starts, so a server given /<entry> finds it.
-func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
-	_, pinned, bridgeStatic, noRoots, err := rf.startRoots(log)
-	if err != nil {
-		return err
-	}
-	initial := rootset.UnionRoots(bridgeStatic, pinned)
-	spec, inView, err := rf.spec(initial, log)
-	if err != nil {
-		return err
-	}
-	// The layers that keep the server's writes to a launcher cache, held
-	// (locked) until the session ends.
-	if rf.run.CacheWrites == cacheWritesKeep && rf.layers() == "" {
-		for _, b := range spec.Binds {
-			if b.Overlay {
-				log.Warn("launcher cache: no state directory ($HOME and $XDG_STATE_HOME are unset) to keep the server's writes in; they vanish when the session ends", zap.String("cache", b.Dest))
-			}
-		}
-	}
-	releaseLayers := mountmgr.PrepareLayers(spec, log)
-	defer releaseLayers()
-	// What the server can write, or could earlier, is never resolved
-	// through: the writable roots of every table, and read-write binds.
-	written, err := writtenSet(spec)
-	if err != nil {
-		return err
-	}
-	defer written.Close()
-	vopts := rf.run.Options(rf.roots.ReadOnly, log)
-	vopts.Placeholders = mountmgr.Placeholders(spec)
-	vopts.Allow, vopts.Written = rf.run.Allow, written
-	var tmpKeep []string // host layout: /tmp/X that hold bind mount points, shown for good
-	if spec.HostLayout {
-		vopts.Placeholders = outsideRoots(vopts.Placeholders, initial)
-		tmpKeep = kpath.TmpPlaceholders(vopts.Placeholders)
-		vopts.Beneath = []string{"tmp"} // the sandbox shows roots below its own /tmp
-	}
-	kernelPath := !rf.run.Strict
-	if kernelPath {
-		if err := kpath.KernelPathSupported(); err != nil {
-			log.Info("this kernel cannot serve roots through bind mounts (needs Linux 5.12); every file operation goes through the daemon, as with --strict", zap.Error(err))
-			kernelPath = false
-		}
-	}
-	vopts.BoundEntries = kernelPath
-	view := vfs.NewView(vopts)
-	defer view.Close()
-
-	var rootPaths []string
-	for _, r := range initial {
-		if p, err := rootset.ParseRoot(r.URI); err == nil {
-			rootPaths = append(rootPaths, p)
-		}
-	}
-	mnt, cleanup, err := mountmgr.PrivateMountDir(rootPaths...)
-	if err != nil {
-		return err
-	}
-	defer cleanup()
-	first, err := view.Install(initial)
-	logSkipped(log, first)
-	if err != nil {
-		return err
-	}
-	// The view owns first now (view.Close, deferred, releases it).
-	if err := checkBindSources(spec.Binds, rf.serverWritable(spec, first, bridgeStatic)); err != nil {
-		return err
-	}
-	if inView != nil {
-		if e := first.Lookup(inView.entry); e == nil || e.HostPath != inView.host {
-			return fmt.Errorf("%w: COMMAND's root %s is not /%s in the view (a bind took the name); give COMMAND by its host path", ErrUsage, inView.host, inView.entry)
-		}
-	}
-	if spec.HostLayout {
-		spec.Dir, spec.Env = serverDirEnv(first, spec.Env)
-		spec.TmpRoots = union(kpath.TmpRoots(first.Entries()), tmpKeep)
-	}
-	m, err := view.Mount(mnt, vfs.MountOptions{})
-	if err != nil {
-		return fuseMountError(err, false)
-	}
-	defer m.Unmount()
-	var binds *kpath.RootBinds
-	if kernelPath || spec.HostLayout {
-		// Before the sandbox starts: its copy of the view must become a
-		// slave of this one, so the binds laid later reach it. Under
-		// --strict in host layout only the roots below /tmp need it.
-		binds, err = kpath.NewRootBinds(m.Dir(), view, kpath.RootBindsOptions{ReadOnly: rf.roots.ReadOnly, Logger: log, NoRootBinds: !kernelPath})
-		if err != nil && !kernelPath {
-			log.Warn("roots below /tmp cannot be shown in the server's /tmp here", zap.Error(err))
-			binds = nil
-		} else if err != nil {
-			// A host that refuses the mount calls (a container's seccomp
-			// profile, say): the daemon serves everything, as --strict.
-			log.Info("roots cannot be served through bind mounts here; every file operation goes through the daemon, as with --strict", zap.Error(err))
-			binds = nil
-		} else {
-			defer binds.Close() // before the unmount
-		}
-	}
-
-	spec.NewRoot = m.Dir()
-
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-
-	srv, err := mountmgr.StartServer(ctx, spec, mountmgr.ServerOptions{Stderr: os.Stderr, Logger: log})
-	if err != nil {
-		var ee *mountmgr.ExecError
-		if errors.As(err, &ee) {
-			return &ExitError{Code: ee.Code, Err: err}
-		}
-		return err
-	}
-	log.Debug("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
-	if binds != nil && spec.HostLayout {
-		if err := binds.Attach(srv.Pid(), spec.TmpRoots, tmpKeep); err != nil {
-			log.Warn("roots below /tmp added later will not show in the server's /tmp", zap.Error(err))
-		}
-	}
-
-	bopts := rf.bridge
-	bopts.ClientIn, bopts.ClientOut = os.Stdin, os.Stdout
-	bopts.ServerIn, bopts.ServerOut = srv.Stdin, srv.Stdout
-	bopts.View, bopts.Static, bopts.Pinned, bopts.NoRoots, bopts.Logger = view, bridgeStatic, pinned, noRoots, log
-	bopts.ServerExit = func() mcpbridge.ExitInfo {
-		// The server closed its stdout, usually as it exits.
-		code, _ := srv.WaitFor(time.Second) // -1 while it runs on
-		return mcpbridge.ExitInfo{Status: code, LastStderr: srv.LastStderr()}
-	}
-	if binds != nil {
-		bopts.View = binds // each install, then the new entries' binds
-	}
-	br, err := mcpbridge.New(bopts)
-	if err != nil {
-		srv.Stdin.Close()
-		srv.Stop(rf.run.Grace)
-		return err
-	}
-
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		for {
-			select {
-			case sig := <-sigs:
-				if sig == syscall.SIGINT || sig == syscall.SIGTERM {
-					log.Debug("signal: shutting down", zap.String("signal", sig.String()))
-					cancel()
-				}
-				srv.Signal(sig)
-			case <-bctx.Done():
-				return
-			}
-		}
-	}()
-
-	rf.clientTaken = true
-	runErr := br.Run(bctx)
-	// Run has closed the server's stdin. Give the server its grace, then
-	// SIGTERM, then SIGKILL: about 1s by default, well inside the ~2s that
-	// clients allow before they kill rootfs.
-	start := time.Now()
-	code := srv.Stop(rf.run.Grace)
-	switch {
-	case noRoots != nil && errors.Is(runErr, noRoots):
-		return runErr // one line, and run's usage status (125)
-	case errors.Is(runErr, mcpbridge.ErrClientClosed):
-		log.Debug("client closed; server stopped", zap.Int("status", code), zap.Duration("took", time.Since(start)))
-	case errors.Is(runErr, mcpbridge.ErrServerClosed):
-		log.Debug("server closed", zap.Int("status", code))
-	case runErr != nil && !errors.Is(runErr, context.Canceled):
-		log.Warn("bridge stopped", zap.Error(runErr))
-	}
-	return &ExitError{Code: code}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/rootfs-dev/rootfs/clientconfig"
+	"github.com/rootfs-dev/rootfs/session"
 )
 
 // WrapOptions are the flags of "rootfs wrap" and "rootfs unwrap".
@@ -219,7 +220,7 @@ func printChanges(w io.Writer, changes []clientconfig.Change, env clientconfig.E
 }
 
 // argRootsPreview names the arguments that "rootfs run" will make roots
-// (argroots.go), with the variables a client expands in them taken as
+// (session.ArgPaths), with the variables a client expands in them taken as
 // the project (${workspaceFolder}) and the home directory (${userHome},
 // ~): what the user will see in the sandbox, before the client starts it.
 func argRootsPreview(command string, args []string, env clientconfig.Env) []string {
@@ -232,9 +233,9 @@ func argRootsPreview(command string, args []string, env clientconfig.Env) []stri
 		return x
 	}
 	var out []string
-	for _, c := range argPaths(command, args, env.Project, expand) {
-		p := c.path
-		if v := argValue(c.arg); expand(v) != v {
+	for _, c := range session.ArgPaths(command, args, env.Project, expand) {
+		p := c.Path
+		if v := argValue(c.Arg); expand(v) != v {
 			p += " (" + v + ")"
 		}
 		out = append(out, p)

@@ -1,13 +1,14 @@
-package cli
+package session
 
 import (
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/rootset"
 )
 
 // TestAutoBindAllowIsWritable: client roots arrive after the server has
@@ -36,23 +37,21 @@ func TestAutoBindAllowIsWritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HOME", "/nonexistent")
-	bound := func(args ...string) bool {
-		rf, err := parseRunFlags(append(args, "--", exe), io.Discard)
+	bound := func(allow ...string) bool {
+		// rootfs run's defaults: host layout, a 256m /tmp, launcher caches kept.
+		o := &Options{Command: []string{exe}, Roots: RootOptions{Allow: allow, Layout: rootset.LayoutHost}, Sandbox: SandboxOptions{TmpSize: "256m"}}
+		p, err := Resolve(o, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec, _, err := rf.spec(nil, zap.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range spec.Binds {
+		for _, b := range p.Spec.Binds {
 			if strings.HasPrefix(b.Source, other) {
 				return true
 			}
 		}
 		return false
 	}
-	if bound("--allow", filepath.Join(base, "src")) {
+	if bound(filepath.Join(base, "src")) {
 		t.Errorf("with --allow %s: bound %s, named by a symlink a client root could have rewritten", filepath.Join(base, "src"), other)
 	}
 	if !bound() {

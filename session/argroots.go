@@ -1,4 +1,4 @@
-package cli
+package session
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ import (
 // file, ...; ~/.config whole, though a file below it is taken).
 
 // argRootError is an argument that names a path rootfs will not show: a
-// usage error (125) whose message is the sentence itself.
+// usage error whose message is the sentence itself.
 type argRootError struct{ msg string }
 
 func (e *argRootError) Error() string        { return e.msg }
@@ -71,8 +71,8 @@ func argCredential(p, home string) bool {
 // argRoots returns the roots the server's arguments name (see the section
 // comment), in argument order, each once. explicit are the --root paths:
 // one of them named again by an argument is not refused.
-func (rf *runFlags) argRoots() ([]rootset.Root, error) {
-	if rf.run.NoArgRoots || len(rf.argv) < 2 {
+func argRoots(o *Options) ([]rootset.Root, error) {
+	if o.Roots.NoArgRoots || len(o.Command) < 2 {
 		return nil, nil
 	}
 	cwd, err := os.Getwd()
@@ -85,21 +85,21 @@ func (rf *runFlags) argRoots() ([]rootset.Root, error) {
 		home = r
 	}
 	explicit := map[string]bool{}
-	for _, r := range rf.roots.Roots {
+	for _, r := range o.Roots.Named {
 		if p, err := rootset.ParseRoot(r); err == nil {
 			explicit[p] = true
 		} else if abs, err := filepath.Abs(r); err == nil {
 			explicit[abs] = true
 		}
 	}
-	exe := rf.argv[0]
+	exe := o.Command[0]
 	if p, err := resolve.Command(exe, os.Getenv("PATH")); err == nil {
 		exe = p
 	}
-	allow := rf.allowDirs()
+	allow := allowDirs(o.Roots.Allow)
 	var out []rootset.Root
-	for _, c := range argPaths(exe, rf.argv[1:], cwd, nil) {
-		a, p := c.arg, c.path
+	for _, c := range ArgPaths(exe, o.Command[1:], cwd, nil) {
+		a, p := c.Arg, c.Path
 		if explicit[p] {
 			continue
 		}
@@ -115,7 +115,7 @@ func (rf *runFlags) argRoots() ([]rootset.Root, error) {
 		case argCredential(real, home) || argCredential(p, home):
 			return nil, argRootErr("%q is or lies in a credential directory, which rootfs never shows unasked; give --root %s to mean it", a, p)
 		}
-		if !allowedBy(real, allow, rf.run.Allow) {
+		if !allowedBy(real, allow, o.Roots.Allow) {
 			return nil, argRootErr("%q is not beneath --allow; give --root %s, or widen --allow", a, p)
 		}
 		out = append(out, rootset.Root{URI: p})
@@ -123,19 +123,23 @@ func (rf *runFlags) argRoots() ([]rootset.Root, error) {
 	return out, nil
 }
 
-// argCandidate is an argument that names a path which becomes a root: the
-// argument as given and the path.
-type argCandidate struct{ arg, path string }
+// ArgPath is an argument that names a path which becomes a root.
+type ArgPath struct {
+	Arg  string // the argument as given ("--db=~/data/app.db")
+	Path string // the absolute, cleaned path it names
+}
 
-// argPaths returns, in argument order and each path once, the paths that
+// ArgPaths returns, in argument order and each path once, the paths that
 // args name and that become roots (see the section comment), before the
 // refusals: not the script the interpreter exe runs, nor paths in the
 // runtime directories or an installation. expand, when not nil, maps a
 // value before it is resolved (a client's variables, for wrap's preview).
-func argPaths(exe string, args []string, cwd string, expand func(string) string) []argCandidate {
+// It is the one reader of those arguments, for a session and for a
+// preview of one.
+func ArgPaths(exe string, args []string, cwd string, expand func(string) string) []ArgPath {
 	script := resolve.ScriptOperand(exe, args) // code: auto-bind shows it
 	seen := map[string]bool{}
-	var out []argCandidate
+	var out []ArgPath
 	for i, a := range args {
 		if i == script {
 			continue
@@ -159,7 +163,7 @@ func argPaths(exe string, args []string, cwd string, expand func(string) string)
 		if skipArgPath(p) || installTree(p) {
 			continue
 		}
-		out = append(out, argCandidate{arg: a, path: p})
+		out = append(out, ArgPath{Arg: a, Path: p})
 	}
 	return out
 }
