@@ -114,7 +114,7 @@ func (w *KernelWatch) mark(host string) {
 	err = unix.FanotifyMark(int(w.f.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, kernelMask, unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd))
 	w.devs[st.Dev] = err == nil
 	if err != nil {
-		w.log.Warn("audit log: what the kernel serves on this file system is not recorded", zap.String("root", host), zap.Error(err))
+		w.log.Warn("audit log: what the kernel serves below this root is not recorded (fanotify filesystem marks need root, outside a user namespace); refusals and root changes are", zap.String("root", host), zap.Error(err))
 		unix.Close(fd)
 		return
 	}

@@ -94,12 +94,12 @@ const (
 // others may enter.
 var ErrNotYours = errors.New("not a private directory of this user")
 
-// Dir returns the directory of this user's sockets: $XDG_RUNTIME_DIR/rootfs
-// when XDG_RUNTIME_DIR is set, else /run/user/UID/rootfs when that exists,
-// else /tmp/rootfs-UID. It makes it (0700) when make is set, and checks it
-// is this user's and no one else's.
-func Dir(getenv func(string) string, make bool) (string, error) {
-	uid := os.Getuid()
+// Dir returns the directory of the sockets of the host user uid:
+// $XDG_RUNTIME_DIR/rootfs when XDG_RUNTIME_DIR is set, else
+// /run/user/UID/rootfs when that exists, else /tmp/rootfs-UID. It makes it
+// (0700) when make is set, and checks it is this process's user's (who in
+// a user namespace of uid's is another number) and no one else's.
+func Dir(getenv func(string) string, uid int, make bool) (string, error) {
 	var dir string
 	switch rt := getenv("XDG_RUNTIME_DIR"); {
 	case rt != "" && filepath.IsAbs(rt):
@@ -122,8 +122,8 @@ func Dir(getenv func(string) string, make bool) (string, error) {
 		return "", fmt.Errorf("runtime directory: %w", err)
 	}
 	st, ok := statOwner(fi)
-	if !fi.IsDir() || !ok || st != uid || fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%w: %s (owner %d, mode %v; want uid %d, 0700)", ErrNotYours, dir, st, fi.Mode(), uid)
+	if me := os.Getuid(); !fi.IsDir() || !ok || st != me || fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%w: %s (owner %d, mode %v; want uid %d, 0700)", ErrNotYours, dir, st, fi.Mode(), me)
 	}
 	return dir, nil
 }

@@ -30,7 +30,7 @@ func TestExplain(t *testing.T) {
 		{"/home/me/proj/src/a.go", true, "root /home/me/proj, from client", false},
 		{"/home/me/docs", true, "root /home/me/docs, from --root", true},
 		{"/usr/bin/node", true, "runtime /usr (read-only)", true},
-		{"/tmp/x", true, "the sandbox's own /tmp", false},
+		{"/tmp/x", false, "the sandbox has its own /tmp", false},
 		{"/opt/node/bin/node", true, "auto-bind /opt/node/bin (interpreter)", true},
 		{"/home/me/.npm/_npx", true, "--ro-bind /home/me/.npm", true},
 		{"/home/me/.ssh/id_ed25519", false, "", false},
@@ -49,7 +49,7 @@ func TestExplain(t *testing.T) {
 
 func TestServeAndList(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "rootfs")
-	got, err := Dir(func(k string) string { return map[string]string{"XDG_RUNTIME_DIR": filepath.Dir(dir)}[k] }, true)
+	got, err := Dir(func(k string) string { return map[string]string{"XDG_RUNTIME_DIR": filepath.Dir(dir)}[k] }, os.Getuid(), true)
 	if err != nil || got != dir {
 		t.Fatalf("Dir: %q %v", got, err)
 	}
@@ -98,16 +98,16 @@ func TestDirRefusesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := func(k string) string { return map[string]string{"XDG_RUNTIME_DIR": base}[k] }
-	if _, err := Dir(env, true); err == nil || !strings.Contains(err.Error(), "not a private directory") {
+	if _, err := Dir(env, os.Getuid(), true); err == nil || !strings.Contains(err.Error(), "not a private directory") {
 		t.Errorf("mode 0755: %v", err)
 	}
 	os.Chmod(dir, 0o700)
-	if _, err := Dir(env, true); err != nil {
+	if _, err := Dir(env, os.Getuid(), true); err != nil {
 		t.Errorf("control, 0700: %v", err)
 	}
 	if os.Getuid() == 0 {
 		os.Chown(dir, 65534, 65534)
-		if _, err := Dir(env, true); err == nil {
+		if _, err := Dir(env, os.Getuid(), true); err == nil {
 			t.Error("another user's directory accepted")
 		}
 	}

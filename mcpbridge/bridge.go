@@ -216,6 +216,14 @@ type Options struct {
 	MaxLine int
 	// Logger receives logs (stderr); nil means zap.NewNop().
 	Logger *zap.Logger
+
+	// Installed, when not nil, is told of each install the bridge makes: where the roots came
+	// from ("client", or "static" for the roots it falls back on), the table the installer
+	// built (nil when Install failed) and Install's error. It runs on the bridge's goroutine,
+	// before the server hears of the change: it must not block.
+	Installed func(source string, t *rootset.Table, err error)
+	// ClientInfo, when not nil, is told the client's name and version from its initialize.
+	ClientInfo func(name, version string)
 }
 
 // Sentinel errors returned by Run, wrapped with the cause; the caller branches on which side ended.

@@ -171,6 +171,9 @@ func (b *Bridge) useStatic(reason string) bool {
 // under the view's rules).
 func (b *Bridge) install(roots []rootset.Root, source string) bool {
 	t, err := b.opts.Installer.Install(rootset.UnionRoots(roots, b.opts.Pinned))
+	if b.opts.Installed != nil {
+		b.opts.Installed(source, t, err)
+	}
 	for _, s := range t.Skipped() {
 		b.log.Warn("root skipped", zap.String("source", source), s.Root.LogField(), zap.Error(s.Reason))
 	}

@@ -289,6 +289,17 @@ func (b *Bridge) editInitialize(e *envelope) []byte {
 	}
 	b.roots.declare(declared, listChanged)
 	b.log.Debug("client initialize", zap.Bool("roots", declared), zap.Bool("list_changed", listChanged))
+	if b.opts.ClientInfo != nil {
+		var p struct {
+			ClientInfo struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+			} `json:"clientInfo"`
+		}
+		if json.Unmarshal(e.params, &p) == nil {
+			b.opts.ClientInfo(p.ClientInfo.Name, p.ClientInfo.Version)
+		}
+	}
 	return msg
 }
 

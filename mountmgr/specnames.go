@@ -42,6 +42,10 @@ var (
 	DefaultEtcFiles = spec.DefaultEtcFiles
 )
 
+// HostUID is the uid of the user rootfs runs as on the host, the same in
+// P0 and in P1's user namespace (where the process itself is uid 0).
+var HostUID = spec.HostUID
+
 // DefaultPath is the server's PATH unless --setenv PATH=... replaces it.
 const DefaultPath = spec.DefaultPath
 

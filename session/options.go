@@ -30,6 +30,9 @@ type Options struct {
 	// Bridge holds the bridge's limits and timeouts, and ClientIn and ClientOut (the client's
 	// stdio); Start fills in the server's side, the installer and the roots.
 	Bridge mcpbridge.Options
+	// AuditLog names the file the session's audit records go to, one JSON object per line
+	// ("-": stderr; "": none). Counts and the last refusals are kept for status either way.
+	AuditLog string
 	// Grace is how long the server gets to exit after its stdin closes, and again after
 	// SIGTERM, before SIGKILL; zero gives none.
 	Grace time.Duration

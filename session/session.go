@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/mcpbridge"
 	"github.com/rootfs-dev/rootfs/mountmgr"
 	"github.com/rootfs-dev/rootfs/mountmgr/kpath"
@@ -36,6 +37,7 @@ type Session struct {
 	br      *mcpbridge.Bridge
 	sigs    chan os.Signal
 	noRoots error
+	vis     *visibility
 	// release undoes the start, last step first (see onRelease).
 	release []func()
 }
@@ -79,6 +81,11 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	if err != nil {
 		return nil, err
 	}
+	// The audit stream, which every plane below reports to.
+	if s.vis, err = newVisibility(&o, log); err != nil {
+		return nil, err
+	}
+	s.onRelease(s.vis.close)
 	spec, initial := p.Spec, p.Initial()
 	s.noRoots = p.NoRoots
 	// The layers that keep the server's writes to a launcher cache, held
@@ -100,7 +107,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	s.onRelease(func() { written.Close() })
 	placeholders := p.placeholders()
 	kernelPath := kernelPathWanted(o.Strict, log)
-	view := vfs.NewView(p.viewOptions(written, placeholders, kernelPath, log))
+	view := vfs.NewView(p.viewOptions(written, placeholders, kernelPath, s.vis.alog, log))
 	s.onRelease(func() { view.Close() })
 	mnt, cleanup, err := mountmgr.PrivateMountDir(hostPaths(initial)...)
 	if err != nil {
@@ -112,6 +119,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	if err != nil {
 		return nil, err
 	}
+	s.vis.installed("start", first, nil)
 	// The view owns first now (view.Close releases it).
 	p.writable.startTable(first, p.Fallback)
 	if err := p.writable.checkBindSources(spec.Binds); err != nil {
@@ -152,6 +160,10 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 		return nil, err
 	}
 	log.Debug("server started", zap.Int("pid", s.srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
+	if binds != nil && kernelPath {
+		s.vis.watchKernel(s.srv.Pid())
+	}
+	s.vis.serve(spec, &o, !kernelPath)
 	if binds != nil && spec.HostLayout {
 		if err := binds.Attach(s.srv.Pid(), spec.TmpRoots, tmpKeep); err != nil {
 			log.Warn("roots below /tmp added later will not show in the server's /tmp", zap.Error(err))
@@ -163,7 +175,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	if binds != nil {
 		installer = binds // each install, then the new entries' binds
 	}
-	if s.br, err = mcpbridge.New(p.bridgeOptions(s.srv, installer, log)); err != nil {
+	if s.br, err = mcpbridge.New(p.bridgeOptions(s.srv, installer, s.vis, log)); err != nil {
 		s.srv.Stdin.Close()
 		s.srv.Stop(o.Grace)
 		return nil, err
@@ -227,8 +239,9 @@ func kernelPathWanted(strict bool, log *zap.Logger) bool {
 
 // viewOptions are the view's options: the caller's speed and freshness, the session's table
 // rules, writable set and placeholders, and whether the kernel serves the entries.
-func (p *Plan) viewOptions(written *rootset.WriteSet, placeholders []rootset.Placeholder, kernelPath bool, log *zap.Logger) vfs.Options {
+func (p *Plan) viewOptions(written *rootset.WriteSet, placeholders []rootset.Placeholder, kernelPath bool, alog *audit.Log, log *zap.Logger) vfs.Options {
 	v := p.opts.View
+	v.Audit = alog
 	v.TableOptions = p.opts.tableOptions()
 	v.Written = written
 	v.Placeholders = placeholders
@@ -262,10 +275,11 @@ func startRootBinds(dir string, view *vfs.View, kernelPath, hostLayout, readOnly
 
 // bridgeOptions are the bridge's: the caller's limits and client side, the server's stdio, the
 // installer, and the roots it falls back on.
-func (p *Plan) bridgeOptions(srv *mountmgr.Server, installer mcpbridge.RootInstaller, log *zap.Logger) mcpbridge.Options {
+func (p *Plan) bridgeOptions(srv *mountmgr.Server, installer mcpbridge.RootInstaller, vis *visibility, log *zap.Logger) mcpbridge.Options {
 	b := p.opts.Bridge
 	b.ServerIn, b.ServerOut = srv.Stdin, srv.Stdout
 	b.Installer, b.Static, b.Pinned, b.NoRoots, b.Logger = installer, p.Fallback, p.Pinned, p.NoRoots, log
+	b.Installed, b.ClientInfo = vis.installed, vis.client
 	b.ServerExit = func() mcpbridge.ExitInfo {
 		// The server closed its stdout, usually as it exits.
 		code, _ := srv.WaitFor(time.Second) // -1 while it runs on

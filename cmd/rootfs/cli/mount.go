@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/rootset"
 	"github.com/rootfs-dev/rootfs/vfs"
@@ -84,6 +85,15 @@ func runMount(ctx context.Context, args []string, stderr io.Writer, log *zap.Log
 	defer written.Close()
 	vopts := mo.Options(ro.ReadOnly, log)
 	vopts.Written = written
+	if mo.AuditLog != "" {
+		w, err := audit.Open(mo.AuditLog)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrUsage, err)
+		}
+		defer w.Close()
+		vopts.Audit = audit.New(w, audit.Options{Logger: log})
+		defer vopts.Audit.Close() // after the view's Close
+	}
 	v := vfs.NewView(vopts)
 	defer v.Close()
 	t, err := v.Install(roots)

@@ -228,10 +228,11 @@ func (rf *runFlags) options() (session.Options, error) {
 		Sandbox: session.SandboxOptions{Binds: r.Binds, ROBinds: r.ROBinds, SetEnv: r.SetEnv, UnsetEnv: r.UnsetEnv,
 			NoNetwork: r.NoNetwork, AllowUnixSockets: r.AllowUnixSockets, TmpSize: r.TmpSize, NoAutoBind: r.NoAutoBind,
 			GitIdentity: r.GitIdentity, DiscardCacheWrites: r.CacheWrites == cacheWritesDiscard},
-		View:   r.ViewFlags.Options(rf.roots.ReadOnly, nil),
-		Strict: r.Strict,
-		Bridge: bridge,
-		Grace:  r.Grace,
+		View:     r.ViewFlags.Options(rf.roots.ReadOnly, nil),
+		Strict:   r.Strict,
+		Bridge:   bridge,
+		Grace:    r.Grace,
+		AuditLog: r.AuditLog,
 	}, nil
 }
 

@@ -59,7 +59,7 @@ func addStatusFlags(f *pflag.FlagSet) *bool {
 // listInstances asks the sessions of this user; ids, when given, keep
 // only those (an id, or its start, or the session's pid).
 func listInstances(ctx context.Context, ids []string) ([]instance.Info, error) {
-	dir, err := instance.Dir(os.Getenv, false)
+	dir, err := instance.Dir(os.Getenv, os.Getuid(), false)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
@@ -209,13 +209,20 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		fmt.Fprintf(stdout, "session %s: %s\n", a.Session, strings.Join(a.Command, " "))
 		for _, v := range a.Verdicts {
-			if v.Visible {
+			switch {
+			case v.Visible:
 				mode := "read-write"
 				if v.ReadOnly {
 					mode = "read-only"
 				}
-				fmt.Fprintf(stdout, "  %s: visible (%s), %s\n", v.Path, mode, v.Because)
-			} else {
+				at := ""
+				if v.At != "" {
+					at = " at " + v.At
+				}
+				fmt.Fprintf(stdout, "  %s: visible%s (%s), %s\n", v.Path, at, mode, v.Because)
+			case v.Because != "":
+				fmt.Fprintf(stdout, "  %s: not visible (%s); to show it: %s\n", v.Path, v.Because, v.Allow)
+			default:
 				fmt.Fprintf(stdout, "  %s: not visible; to show it: %s\n", v.Path, v.Allow)
 			}
 		}

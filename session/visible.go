@@ -1,0 +1,228 @@
+package session
+
+// The visibility plane: the session's audit stream (every plane's
+// records, and the file --audit-log names), root changes said once each
+// at info level, and the session's state on a socket for `rootfs status`
+// and `rootfs why` (package instance).
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/audit"
+	"github.com/rootfs-dev/rootfs/instance"
+	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/rootset"
+)
+
+// visibility is one session's audit log, status socket and what they
+// report.
+type visibility struct {
+	log     *zap.Logger
+	id      string
+	started time.Time
+	alog    *audit.Log
+	file    io.Closer // the audit log's file; nil without one
+	logName string
+	kwatch  *audit.KernelWatch
+	status  *instance.Server
+
+	// mu guards the fields that follow.
+	mu     sync.Mutex
+	info   instance.Info // what does not change, and the client
+	table  *rootset.Table
+	roots  []string // the last root set said, "host" or "host -> path"
+	source string   // where it came from
+	layout   rootset.Layout
+	readOnly bool
+}
+
+// newVisibility opens the audit log (o.AuditLog: a file, "-" for stderr,
+// "" none) and starts the log, which counts and keeps the last refusals
+// whether or not it writes.
+func newVisibility(o *Options, log *zap.Logger) (*visibility, error) {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	v := &visibility{log: log, id: hex.EncodeToString(b[:]), started: time.Now(), logName: o.AuditLog, layout: o.Roots.Layout, readOnly: o.Roots.ReadOnly}
+	var w io.WriteCloser
+	if o.AuditLog != "" {
+		var err error
+		if w, err = audit.Open(o.AuditLog); err != nil {
+			return nil, errors.Join(ErrUsage, err)
+		}
+		v.file = w
+	}
+	v.alog = audit.New(w, audit.Options{Instance: v.id, Logger: log})
+	return v, nil
+}
+
+// close stops the status socket, the kernel watch and the log, in that
+// order.
+func (v *visibility) close() {
+	if v.status != nil {
+		v.status.Close()
+	}
+	if v.kwatch != nil {
+		v.kwatch.Close()
+	}
+	v.alog.Close()
+	if v.file != nil {
+		v.file.Close()
+	}
+}
+
+// started records what the session runs and serves its status.
+func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
+	cwd, _ := os.Getwd()
+	info := instance.Info{ID: v.id, PID: os.Getpid(), UID: mountmgr.HostUID(), Started: v.started, Command: slices.Clone(o.Command), Cwd: cwd,
+		DataPath: "kernel", Layout: "host", Network: "the host's network", AuditLog: v.logName}
+	if strict {
+		info.DataPath = "strict (the daemon serves every operation)"
+	}
+	if v.layout == rootset.LayoutFlat {
+		info.Layout = "flat"
+	}
+	if spec.NoNetwork {
+		info.Network = "none (loopback only)"
+	}
+	info.Runtime = append(info.Runtime, spec.RuntimeDirs...)
+	if spec.RuntimeDirs == nil {
+		info.Runtime = append(info.Runtime, mountmgr.DefaultRuntimeDirs...)
+	}
+	for _, f := range spec.EtcFiles {
+		info.Runtime = append(info.Runtime, "/etc/"+f)
+	}
+	if spec.EtcFiles == nil {
+		for _, f := range mountmgr.DefaultEtcFiles {
+			info.Runtime = append(info.Runtime, "/etc/"+f)
+		}
+	}
+	info.Private = []string{"/tmp", "/dev", "/proc"}
+	for _, b := range spec.Binds {
+		ib := instance.Bind{Host: b.Source, Path: b.Dest, ReadOnly: b.ReadOnly && !b.Overlay, Reason: b.Reason}
+		if b.Symlink != "" {
+			ib.Host = b.Source + " (a symlink to " + b.Symlink + ")"
+		}
+		if b.Reason == "" {
+			ib.Flag = "--bind"
+			if b.ReadOnly {
+				ib.Flag = "--ro-bind"
+			}
+		}
+		info.Binds = append(info.Binds, ib)
+	}
+	v.mu.Lock()
+	v.info = info
+	v.mu.Unlock()
+
+	dir, err := instance.Dir(os.Getenv, mountmgr.HostUID(), true)
+	if err == nil {
+		v.status, err = instance.Serve(dir, v.id, v.snapshot, v.log)
+	}
+	if err != nil {
+		v.log.Debug("rootfs status will not list this session", zap.Error(err))
+	}
+}
+
+// snapshot is the session's Info now.
+func (v *visibility) snapshot() instance.Info {
+	v.mu.Lock()
+	info := v.info
+	t := v.table
+	v.mu.Unlock()
+	if t != nil {
+		for _, e := range t.Entries() {
+			info.Roots = append(info.Roots, instance.Root{Host: e.HostPath, Path: e.InView(), ReadOnly: v.readOnly, Source: v.source})
+		}
+	}
+	info.Stats = v.alog.Stats()
+	info.Refusals = v.alog.Refusals()
+	return info
+}
+
+// client notes the client's name from its initialize.
+func (v *visibility) client(name, version string) {
+	v.mu.Lock()
+	v.info.Client = strings.TrimSpace(name + " " + version)
+	v.mu.Unlock()
+}
+
+// installed records an install: the roots refused, and the root set when
+// it changed (one info line, one record).
+func (v *visibility) installed(source string, t *rootset.Table, err error) {
+	if t == nil || err != nil {
+		return
+	}
+	for _, s := range t.Skipped() {
+		r := audit.Record{Op: audit.OpRootRef, Path: s.Root.URI, Result: audit.ResultRefused, Reason: s.Reason.Error(), Source: source}
+		if errors.Is(s.Reason, rootset.ErrNotAllowed) {
+			r.Allow = "--allow " + filepath.Dir(strings.TrimPrefix(s.Root.URI, "file://"))
+		}
+		v.alog.Add(r)
+	}
+	var now []string
+	var roots []audit.RootPath
+	for _, e := range t.Entries() {
+		s := e.HostPath
+		if e.InView() != e.HostPath {
+			s += " -> " + e.InView()
+		}
+		now = append(now, s)
+		roots = append(roots, audit.RootPath{Host: e.HostPath, View: e.InView()})
+	}
+	v.mu.Lock()
+	v.table = t
+	old := v.roots
+	changed := !slices.Equal(old, now)
+	v.roots = now
+	v.source = source
+	kw := v.kwatch
+	v.mu.Unlock()
+	if kw != nil {
+		kw.SetRoots(roots)
+	}
+	if !changed {
+		return
+	}
+	v.alog.Add(audit.Record{Op: audit.OpRoots, Old: old, New: now, Source: source})
+	if len(now) == 0 {
+		v.log.Info("roots: none now", zap.String("from", source))
+		return
+	}
+	v.log.Info("roots: "+strings.Join(now, ", "), zap.String("from", source))
+}
+
+// watchKernel starts the kernel data path's audit for the sandbox whose
+// init is pid; only with an audit log file, since it costs the host an
+// event for each change on the roots' file systems.
+func (v *visibility) watchKernel(pid int) {
+	if v.file == nil {
+		return
+	}
+	kw, err := audit.NewKernelWatch(v.alog, pid, v.log)
+	if err != nil {
+		v.log.Warn("audit log: what the kernel serves below the roots is not recorded (only refusals and root changes are)", zap.Error(err))
+		return
+	}
+	v.mu.Lock()
+	v.kwatch = kw
+	t := v.table
+	v.mu.Unlock()
+	if t != nil {
+		var roots []audit.RootPath
+		for _, e := range t.Entries() {
+			roots = append(roots, audit.RootPath{Host: e.HostPath, View: e.InView()})
+		}
+		kw.SetRoots(roots)
+	}
+}
