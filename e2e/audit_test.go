@@ -30,7 +30,7 @@ func TestAuditLogStatusWhy(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "audit.log")
 	runtimeDir := t.TempDir()
 	outside := "/opt-rootfs-e2e-" + randHex(4) + "/id_rsa" // not in any root, nor the sandbox's own /tmp
-	inView := func(p string) string { // where the server sees a host path of proj
+	inView := func(p string) string {                      // where the server sees a host path of proj
 		if flatLayout() {
 			return "/proj" + strings.TrimPrefix(p, proj)
 		}

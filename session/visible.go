@@ -38,11 +38,11 @@ type visibility struct {
 	status  *instance.Server
 
 	// mu guards the fields that follow.
-	mu     sync.Mutex
-	info   instance.Info // what does not change, and the client
-	table  *rootset.Table
-	roots  []string // the last root set said, "host" or "host -> path"
-	source string   // where it came from
+	mu       sync.Mutex
+	info     instance.Info // what does not change, and the client
+	table    *rootset.Table
+	roots    []string // the last root set said, "host" or "host -> path"
+	source   string   // where it came from
 	layout   rootset.Layout
 	readOnly bool
 }
