@@ -3,10 +3,12 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,4 +133,91 @@ func TestAuditLogStatusWhy(t *testing.T) {
 		return r.Op == audit.OpLookup && r.Result == audit.ResultRefused && r.Path == top && strings.Contains(r.Allow, "--root")
 	}), "%s", b)
 	expect(t, kindContain, "nothing of the secret's content reaches the log", !strings.Contains(string(b), f.token), "%s", b)
+}
+
+// TestAuditAsRootAndUnprivileged: the audit log, status and why as root
+// and as an unprivileged user (rootfs in a user namespace it owns), on both
+// data paths. Without root, the kernel data path cannot watch what the
+// kernel serves (fanotify filesystem marks need CAP_SYS_ADMIN in the
+// initial user namespace): rootfs says so once, and the log still holds
+// the root changes and the refusals. Each user's status is refused to the
+// other.
+func TestAuditAsRootAndUnprivileged(t *testing.T) {
+	naive := buildNaive(t)
+	rootfs := buildRootfs(t)
+	for _, m := range nestedModes(t) {
+		t.Run(m.name, func(t *testing.T) {
+			base, err := filepath.EvalSymlinks(t.TempDir())
+			must(t, err)
+			for _, d := range []string{filepath.Dir(base), base} {
+				must(t, os.Chmod(d, 0o755))
+			}
+			proj := filepath.Join(base, "proj")
+			mustWrite(t, filepath.Join(proj, "proj.txt"), "content of proj\n")
+			logDir := filepath.Join(base, "log")
+			runtimeDir := filepath.Join(base, "run")
+			must(t, os.Mkdir(logDir, 0o755))
+			must(t, os.Mkdir(runtimeDir, 0o700))
+			for _, p := range []string{proj, filepath.Join(proj, "proj.txt"), logDir, runtimeDir} {
+				must(t, os.Chown(p, int(m.uid), int(m.uid)))
+			}
+			t.Setenv("XDG_RUNTIME_DIR", runtimeDir)
+			logFile := filepath.Join(logDir, "audit.log")
+			outside := "/opt-rootfs-e2e-" + randHex(4)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_, cs, stderr, err := connectAs(t, ctx, wrap(rootfs, append(m.flags, "--audit-log", logFile), naive), m.cred, fileRoot(proj))
+			unprivilegedRefused(t, m, err, stderr)
+			if err != nil {
+				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
+			}
+			if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, "file://"+proj) }); err != nil {
+				t.Fatalf("roots: %v\nstderr:\n%s", err, stderr)
+			}
+			for _, c := range []struct {
+				tool string
+				args map[string]any
+			}{
+				{"write_file", map[string]any{"path": filepath.Join(proj, "new.txt"), "content": "x"}},
+				{"read_file", map[string]any{"path": filepath.Join(proj, "proj.txt")}},
+				{"read_file", map[string]any{"path": outside + "/secret"}},
+			} {
+				toolText(ctx, cs, c.tool, c.args)
+			}
+			status := func(cred *syscall.Credential) string {
+				cmd := exec.Command(rootfs, "status", "--json")
+				if cred != nil {
+					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+				}
+				out, _ := cmd.CombinedOutput()
+				return string(out)
+			}
+			var mine string
+			for i := 0; i < 100; i++ {
+				if mine = status(m.cred); strings.Contains(mine, proj) && strings.Contains(mine, outside) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			expect(t, kindWorks, "status lists the session to its user ("+m.name+")", strings.Contains(mine, proj) && strings.Contains(mine, "naive"), "%s", mine)
+			other := &syscall.Credential{Uid: 65534, Gid: 65534}
+			if m.cred != nil {
+				other = &syscall.Credential{Uid: 65533, Gid: 65533}
+			}
+			theirs := status(other)
+			expect(t, kindContain, "status shows another user nothing of the session ("+m.name+")", !strings.Contains(theirs, proj) && !strings.Contains(theirs, "naive"), "%s", theirs)
+			cs.Close()
+
+			b, _ := os.ReadFile(logFile)
+			log := string(b)
+			expect(t, kindWorks, "the log has the client's roots ("+m.name+")", strings.Contains(log, `"op":"roots"`) && strings.Contains(log, `"source":"client"`), "%s", log)
+			expect(t, kindWorks, "the log has the refused name with its flag ("+m.name+")", strings.Contains(log, `"op":"lookup","path":"`+outside+`"`) && strings.Contains(log, `"allow":"--root `+outside), "%s", log)
+			changes := strings.Contains(log, `"path":"`+filepath.Join(proj, "new.txt")+`"`)
+			if m.cred != nil && !slices.Contains(m.flags, "--strict") {
+				expect(t, kindWorks, "without root the kernel path says once that what the kernel serves is not recorded", strings.Count(stderr.String(), "is not recorded") == 1, "stderr:\n%s", stderr)
+				return
+			}
+			expect(t, kindWorks, "the log has the new file ("+m.name+")", changes, "%s", log)
+		})
+	}
 }
