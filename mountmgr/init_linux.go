@@ -38,6 +38,11 @@ func runInit() {
 	}
 	unix.CloseOnExec(syncFD)
 	unix.CloseOnExec(specFD)
+	netFD, _ := strconv.Atoi(os.Getenv(envNetFD)) // issue 23: only with Spec.Net
+	os.Unsetenv(envNetFD)
+	if netFD >= 3 {
+		unix.CloseOnExec(netFD)
+	}
 	report := os.NewFile(uintptr(syncFD), "sync")
 	fail := func(err error) {
 		_ = writeStageReport(report, stageReport{Kind: stageError, Msg: err.Error()})
@@ -54,6 +59,15 @@ func runInit() {
 	lastCap, err := linux.LastCap()
 	if err != nil {
 		fail(err)
+	}
+	if spec.Net != nil { // issue 23: before setupRoot's pivot_root hides /dev/net/tun
+		if netFD < 3 {
+			fail(errors.New("network: no hand-over socket"))
+		}
+		if err := setupNet(spec.Net, netFD); err != nil {
+			fail(err)
+		}
+		unix.Close(netFD)
 	}
 	if err := setupRoot(&spec); err != nil {
 		fail(err)
@@ -172,7 +186,13 @@ func plan(spec *Spec) ([]mountOp, error) {
 	}
 	// /etc: a tmpfs holding only the listed host files, then read-only.
 	ops = append(ops, mountOp{kind: "tmpfs", dest: "/etc", data: "mode=0755,size=4m"})
+	if spec.Net != nil { // issue 23: the gateway is the only resolver
+		ops = append(ops, mountOp{kind: "file", dest: "/etc/resolv.conf", data: spec.Net.resolvConf()})
+	}
 	for _, rel := range spec.etcFiles() {
+		if spec.Net != nil && rel == "resolv.conf" {
+			continue
+		}
 		host := filepath.Join("/etc", rel)
 		fi, err := os.Lstat(host)
 		if err != nil {
@@ -449,6 +469,13 @@ func apply(root string, op mountOp) error {
 	switch op.kind {
 	case "dir":
 		return ensure(root, op.dest, false)
+	case "file": // issue 23: a file of rootfs's own in the sandbox's fresh /etc tmpfs
+		t, done, err := target(root, filepath.Dir(op.dest))
+		if err != nil {
+			return err
+		}
+		defer done()
+		return os.WriteFile(filepath.Join(t, filepath.Base(op.dest)), []byte(op.data), 0o644)
 	case "symlink":
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, op.dest)), 0o755); err != nil {
 			return err

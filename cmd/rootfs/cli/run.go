@@ -68,6 +68,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 type runFlags struct {
 	roots  RootsOptions
 	run    RunOptions
+	net    NetOptions // issue 23 (netflags.go)
 	bridge mcpbridge.Options
 	argv   []string
 	// autoBind is what spec found, for --dry-run's "left out".
@@ -82,6 +83,7 @@ type runFlags struct {
 func (rf *runFlags) addFlags(f *pflag.FlagSet) {
 	rf.roots.AddFlags(f)
 	rf.run.AddFlags(f)
+	rf.net.AddFlags(f)
 	rf.bridge.AddFlags(f)
 }
 
@@ -101,6 +103,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 		return nil, err
 	}
 	if err := checkCacheWrites(rf.run.CacheWrites); err != nil {
+		return nil, err
+	}
+	if _, err := rf.net.policy(rf.run.NoNetwork, nil); err != nil { // issue 23: bad patterns fail in P0
 		return nil, err
 	}
 	return &rf, nil
@@ -282,6 +287,9 @@ func (rf *runFlags) spec(static []rootset.Root, log *zap.Logger) (*mountmgr.Spec
 	}
 	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: rf.run.NoNetwork, AllowUnixSockets: rf.run.AllowUnixSockets,
 		TmpSize: rf.run.TmpSize, HostLayout: rf.hostLayout()}
+	if pol, err := rf.net.policy(rf.run.NoNetwork, nil); err == nil { // issue 23: the sandbox's own network
+		spec.Net = netSpec(pol)
+	}
 	hostExe, inView, writable, err := rf.resolveCommand(spec, static)
 	if err != nil {
 		return nil, nil, err
@@ -449,6 +457,17 @@ func runDaemon(ctx context.Context, rf *runFlags, log *zap.Logger) (err error) {
 		}
 		return err
 	}
+	// ---- issue 23: the sandbox's network (netflags.go); one block, to re-home with runDaemon ----
+	if srv.Net != nil {
+		stopNet, err := rf.net.startNetwork(srv.Net, log)
+		if err != nil {
+			srv.Stdin.Close()
+			srv.Stop(rf.run.Grace)
+			return err
+		}
+		defer stopNet()
+	}
+	// ---- end of issue 23's block ----
 	log.Debug("server started", zap.Int("pid", srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
 	if binds != nil && spec.HostLayout {
 		if err := binds.Attach(srv.Pid(), spec.TmpRoots, tmpKeep); err != nil {

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
+)
+
+// startNetwork runs, in P1, the engine on the sandbox's TUN device and
+// relays its localhost ports (issue 23). The returned stop closes it all;
+// files are the engine's from here, also on error.
+func (o *NetOptions) startNetwork(files *mountmgr.NetFiles, log *zap.Logger) (stop func(), err error) {
+	pol, err := o.policy(false, hostAddrs())
+	if err != nil {
+		files.Close()
+		return nil, err
+	}
+	eng, err := netstack.New(files.TUN, netstack.Options{Policy: pol, Logger: log})
+	if err != nil {
+		files.Close()
+		return nil, err
+	}
+	for _, l := range files.Local {
+		nl, err := net.FileListener(l.File)
+		l.File.Close()
+		if err != nil {
+			log.Warn("network: localhost port", zap.Uint16("port", l.Port), zap.Error(err))
+			continue
+		}
+		eng.ServeLocal(nl, l.Port)
+	}
+	// An --allow-net name that does not resolve now is worth a warning,
+	// not a failure (it may later); off the start-up path.
+	go func() {
+		for _, r := range pol.NameRules() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			if _, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", r.Name); err != nil {
+				log.Warn("network: an allowed name does not resolve now", zap.String("rule", r.Text), zap.Error(err))
+			}
+			cancel()
+		}
+	}()
+	return func() {
+		st := eng.Stats()
+		eng.Close()
+		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
+	}, nil
+}
+
+// hostAddrs are the addresses of the host's interfaces.
+func hostAddrs() []netip.Addr {
+	var host []netip.Addr
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			host = append(host, p.Addr())
+		}
+	}
+	return host
+}
