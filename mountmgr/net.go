@@ -49,8 +49,12 @@ func (n *NetSpec) resolvConf() string {
 
 // NetFiles are what P2 hands P1 for a NetSpec. The caller owns them.
 type NetFiles struct {
-	// TUN is the device's queue (non-blocking, IP packets without header).
+	// TUN is the device's queue (non-blocking, IP packets without header);
+	// nil when the sandbox could not make one (Unavailable says why): it
+	// then has only lo, as with NoNetwork.
 	TUN *os.File
+	// Unavailable is why there is no TUN ("" when there is one).
+	Unavailable string
 	// Local are listening sockets of the sandbox's loopback, one or two
 	// per NetSpec.LocalPorts entry.
 	Local []LocalListener

@@ -17,11 +17,22 @@ import (
 // the host's /dev/net/tun), sends one message on it and closes it:
 //
 //	P1                                         P2 (new network namespace)
-//	  <--- net socket: payload JSON [port...], --  make TUN, address it, route via the gateway,
+//	  <--- net socket: payload netHandover, -----  make TUN, address it, route via the gateway,
 //	       SCM_RIGHTS [tun, listener...]           lo up, listen on 127.0.0.1:PORT ([::1]:PORT)
 //	  <--- sync pipe: stageReport ---------------  (the server runs)
 //
 // P1 reads the message once the report says ok: it is already queued.
+// When /dev/net/tun cannot be used (absent, or mode 0600 without root),
+// the message carries no descriptor and says why: the sandbox keeps its
+// namespace with only lo, as --no-network, and P1 says so. Failing closed
+// keeps the host's private side out; refusing to start would break every
+// server on such a host.
+
+// netHandover is the payload of the hand-over message.
+type netHandover struct {
+	Ports []uint16 `json:"ports,omitempty"` // of the listeners after the TUN, in order
+	Err   string   `json:"err,omitempty"`   // no device: why
+}
 
 // netSocketPair returns P1's and P2's ends.
 func netSocketPair() (parent, child *os.File, err error) {
@@ -39,7 +50,11 @@ func setupNet(n *NetSpec, sock int) error {
 	}
 	tun, err := linux.CreateTUN(n.Device)
 	if err != nil {
-		return fmt.Errorf("network: %w; the sandbox's network needs a usable /dev/net/tun (modprobe tun; most distributions make it mode 0666), or run with --host-network or --no-network", err)
+		payload, _ := json.Marshal(netHandover{Err: err.Error()})
+		if err := unix.Sendmsg(sock, payload, nil, nil, 0); err != nil {
+			return fmt.Errorf("network: %w", os.NewSyscallError("sendmsg", err))
+		}
+		return nil
 	}
 	defer tun.Close()
 	if err := linux.ConfigureLink(n.Device, n.Addr, n.Gateway, n.MTU); err != nil {
@@ -62,7 +77,7 @@ func setupNet(n *NetSpec, sock int) error {
 			fds, ports = append(fds, fd), append(ports, p)
 		}
 	}
-	payload, _ := json.Marshal(ports)
+	payload, _ := json.Marshal(netHandover{Ports: ports})
 	if err := unix.Sendmsg(sock, payload, unix.UnixRights(fds...), nil, 0); err != nil {
 		return fmt.Errorf("network: hand the device to rootfs: %w", os.NewSyscallError("sendmsg", err))
 	}
@@ -115,13 +130,16 @@ func recvNetFiles(sock *os.File) (*NetFiles, error) {
 			unix.Close(fd)
 		}
 	}
-	var ports []uint16
-	if err := json.Unmarshal(buf[:n], &ports); err != nil || len(fds) != len(ports)+1 {
+	var h netHandover
+	if err := json.Unmarshal(buf[:n], &h); err != nil || h.Err == "" && len(fds) != len(h.Ports)+1 || h.Err != "" && len(fds) != 0 {
 		closeAll()
 		return nil, errors.New("network: bad hand-over message from the sandbox")
 	}
+	if h.Err != "" {
+		return &NetFiles{Unavailable: h.Err}, nil
+	}
 	f := &NetFiles{TUN: os.NewFile(uintptr(fds[0]), "tun")}
-	for i, p := range ports {
+	for i, p := range h.Ports {
 		f.Local = append(f.Local, LocalListener{Port: p, File: os.NewFile(uintptr(fds[i+1]), fmt.Sprintf("localhost:%d", p))})
 	}
 	return f, nil

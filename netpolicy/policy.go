@@ -70,13 +70,6 @@ func New(o Options) (*Policy, error) {
 	return p, nil
 }
 
-// Rules returns copies of the allow and deny rules (--net-only's among
-// the allow rules).
-func (p *Policy) Rules() (allow, deny []Rule) { return slices.Clone(p.allow), slices.Clone(p.deny) }
-
-// Only reports whether --net-only was given.
-func (p *Policy) Only() bool { return p.only }
-
 // HasNameRules reports whether some rule matches by name: then a
 // connection's SNI or Host can change its decision even when no name
 // resolved to its address.

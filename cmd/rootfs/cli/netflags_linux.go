@@ -16,6 +16,12 @@ import (
 // relays its localhost ports (issue 23). The returned stop closes it all;
 // files are the engine's from here, also on error.
 func (o *NetOptions) startNetwork(files *mountmgr.NetFiles, log *zap.Logger) (stop func(), err error) {
+	if files.TUN == nil {
+		log.Warn("network: the server has no network (as with --no-network): the sandbox cannot use /dev/net/tun here; make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network to share the host's, unfiltered",
+			zap.String("error", files.Unavailable))
+		files.Close()
+		return func() {}, nil
+	}
 	pol, err := o.policy(false, hostAddrs())
 	if err != nil {
 		files.Close()
