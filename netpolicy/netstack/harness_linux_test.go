@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
 
@@ -184,7 +185,7 @@ type world struct {
 var theWorld *world
 
 // setupWorld builds the host's and the world's side once per process.
-func setupWorld(t *testing.T) *world {
+func setupWorld(t testing.TB) *world {
 	t.Helper()
 	if os.Getenv(envChild) == "" {
 		t.Skip("needs root: the network tests run in namespaces of their own (re-exec as root)")
@@ -318,7 +319,7 @@ type sandbox struct {
 	eng *Engine
 }
 
-func newSandbox(t *testing.T, o netpolicy.Options) *sandbox {
+func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
 	t.Helper()
 	setupWorld(t)
 	o.HostAddrs = append(o.HostAddrs, hostAddr)
@@ -356,7 +357,7 @@ func newSandbox(t *testing.T, o netpolicy.Options) *sandbox {
 	if m.err != nil {
 		t.Fatal(m.err)
 	}
-	eng, err := New(m.tun, Options{Policy: pol, Logger: zaptest.NewLogger(t), Upstream: dnsAddr.String() + ":53"})
+	eng, err := New(m.tun, Options{Policy: pol, Logger: zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)), Upstream: dnsAddr.String() + ":53"})
 	if err != nil {
 		t.Fatal(err)
 	}
