@@ -214,7 +214,25 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 	id := r.ID()
 	dst, port := addrOf(id.LocalAddress), id.LocalPort
 	if dst == Gateway {
-		r.Complete(true) // DNS is UDP only; nothing else listens here
+		if port != 53 {
+			r.Complete(true) // nothing else listens here
+			return
+		}
+		select {
+		case e.dnsSem <- struct{}{}:
+		default:
+			r.Complete(true)
+			return
+		}
+		defer func() { <-e.dnsSem }()
+		var wq waiter.Queue
+		ep, terr := r.CreateEndpoint(&wq)
+		if terr != nil {
+			r.Complete(true)
+			return
+		}
+		r.Complete(false)
+		e.serveDNSTCP(gonet.NewTCPConn(&wq, ep))
 		return
 	}
 	if !e.acquire() {
@@ -406,14 +424,41 @@ func (e *Engine) serveDNS(c *gonet.UDPConn) {
 		if err != nil {
 			return
 		}
-		if out := e.answer(b[:n]); out != nil {
+		if out := e.answer(b[:n], false); out != nil {
 			_, _ = c.Write(out)
 		}
 	}
 }
 
-// answer is the answer to one DNS query message, nil to drop it.
-func (e *Engine) answer(query []byte) []byte {
+// serveDNSTCP answers length-prefixed questions on c (DNS over TCP, where
+// a client retries an answer truncated over UDP) until it idles.
+func (e *Engine) serveDNSTCP(c net.Conn) {
+	defer c.Close()
+	var hdr [2]byte
+	b := make([]byte, 64<<10)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		n := int(hdr[0])<<8 | int(hdr[1])
+		if _, err := io.ReadFull(c, b[:n]); err != nil {
+			return
+		}
+		out := e.answer(b[:n], true)
+		if out == nil {
+			return
+		}
+		if _, err := c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)); err != nil {
+			return
+		}
+	}
+}
+
+// answer is the answer to one DNS query message, nil to drop it; over
+// UDP it is truncated to what the client can take (512 bytes, or its
+// EDNS0 size), so it asks again over TCP.
+func (e *Engine) answer(query []byte, overTCP bool) []byte {
 	var m dns.Msg
 	if err := m.Unpack(query); err != nil || m.Response {
 		return nil
@@ -439,9 +484,12 @@ func (e *Engine) answer(query []byte) []byte {
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 4*time.Second)
 	defer cancel()
-	cl := &dns.Client{Timeout: 4 * time.Second}
+	cl := &dns.Client{Timeout: 4 * time.Second, UDPSize: dns.DefaultMsgSize}
 	up := m.Copy()
 	up.RecursionDesired = true
+	if up.IsEdns0() == nil {
+		up.SetEdns0(1232, false) // DNS flag day 2020's size; TCP beyond it
+	}
 	resp, _, err := cl.ExchangeContext(ctx, up, e.upstream)
 	if err == nil && resp.Truncated {
 		cl.Net = "tcp"
@@ -489,6 +537,13 @@ func (e *Engine) answer(query []byte) []byte {
 		}
 	}
 	e.dnsAnswered.Add(1)
+	if !overTCP {
+		size := dns.MinMsgSize
+		if o := m.IsEdns0(); o != nil {
+			size = max(int(o.UDPSize()), dns.MinMsgSize)
+		}
+		resp.Truncate(size)
+	}
 	b, err := resp.Pack()
 	if err != nil {
 		return reply(dns.RcodeServerFailure)

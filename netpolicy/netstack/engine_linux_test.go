@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/rootfs-dev/rootfs/netpolicy"
 )
 
@@ -179,5 +181,31 @@ func TestProgramsIgnoringProxies(t *testing.T) {
 	}
 	if sb.eng.Stats().Refused == 0 {
 		t.Error("no refusal counted")
+	}
+}
+
+// A large answer: truncated over UDP (no EDNS0), whole over TCP.
+func TestDNSOverTCP(t *testing.T) {
+	sb := newSandbox(t, netpolicy.Options{})
+	type got struct {
+		udpTC bool
+		tcpN  int
+		err   error
+	}
+	g := inNS(t, sb.pid, func() got {
+		m := new(dns.Msg)
+		m.SetQuestion("big.test.", dns.TypeA)
+		u, _, err := (&dns.Client{Timeout: 3 * time.Second}).Exchange(m, Gateway.String()+":53")
+		if err != nil {
+			return got{err: err}
+		}
+		r, _, err := (&dns.Client{Net: "tcp", Timeout: 3 * time.Second}).Exchange(m, Gateway.String()+":53")
+		if err != nil {
+			return got{err: err}
+		}
+		return got{udpTC: u.Truncated, tcpN: len(r.Answer)}
+	})
+	if g.err != nil || !g.udpTC || g.tcpN != 60 {
+		t.Errorf("big answer: %+v; want truncated over UDP, 60 records over TCP", g)
 	}
 }

@@ -251,6 +251,11 @@ func setupWorld(t testing.TB) *world {
 			t.Fatal(err)
 		}
 		go dns.ActivateAndServe(nil, d, dns.HandlerFunc(zone))
+		dt, err := net.Listen("tcp4", dnsAddr.String()+":53")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go dns.ActivateAndServe(dt, nil, dns.HandlerFunc(zone))
 		return nil
 	})
 	// The host's own: a loopback "database" and a service on every address.
@@ -297,9 +302,25 @@ var records = map[string][]string{
 	"mixed.test.":          {"192.168.77.1", "203.0.113.1"},
 }
 
+func init() {
+	for i := range 60 { // an answer larger than 512 bytes
+		records["big.test."] = append(records["big.test."], fmt.Sprintf("203.0.113.%d", 100+i))
+	}
+}
+
 func zone(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(r)
+	defer func() {
+		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+			size := dns.MinMsgSize
+			if o := r.IsEdns0(); o != nil {
+				size = int(o.UDPSize())
+			}
+			m.Truncate(size) // as a real server does
+		}
+		w.WriteMsg(m)
+	}()
 	q := r.Question[0]
 	addrs, ok := records[strings.ToLower(q.Name)]
 	if !ok {
@@ -310,7 +331,6 @@ func zone(w dns.ResponseWriter, r *dns.Msg) {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
 		}
 	}
-	w.WriteMsg(m)
 }
 
 // sandbox is one sandbox network namespace with its engine.
