@@ -137,10 +137,15 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	})
 	sack := tcpip.TCPSACKEnabled(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
-	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	// Small buffers to start with, grown by the stack for a busy
+	// connection (receive moderation): 200 idle connections hold little,
+	// one bulk transfer still gets a large window.
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: 8 << 20}
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
-	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 1 << 20, Max: 8 << 20}
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: 8 << 20}
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
 	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(tun.Fd())}, MTU: MTU, RXChecksumOffload: true})
 	if err != nil {
 		s.Close()
@@ -336,18 +341,21 @@ func splice(c, up net.Conn, upFirst <-chan []byte) {
 			if _, err := c.Write(first); err != nil {
 				return
 			}
-			_, _ = io.Copy(c, up)
+			_, _ = io.CopyBuffer(c, up, make([]byte, copyBuf))
 		}
 		if cw, ok := c.(closeWriter); ok {
 			_ = cw.CloseWrite()
 		}
 	}()
-	_, _ = io.Copy(up, c)
+	_, _ = io.CopyBuffer(up, c, make([]byte, copyBuf))
 	if cw, ok := up.(closeWriter); ok {
 		_ = cw.CloseWrite()
 	}
 	<-done
 }
+
+// copyBuf is the buffer of each direction of a relayed connection.
+const copyBuf = 64 << 10
 
 // handleUDP runs in the stack's goroutine: it must not block.
 func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
