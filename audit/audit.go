@@ -107,6 +107,9 @@ type Options struct {
 	Now func() time.Time
 }
 
+// RootPath maps a root's host path to its path in the sandbox.
+type RootPath struct{ Host, View string }
+
 // RefusalsKept is how many of the last refusals a Log keeps for why.
 const RefusalsKept = 64
 

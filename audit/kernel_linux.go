@@ -34,9 +34,6 @@ import (
 const kernelMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_RENAME | unix.FAN_ATTRIB |
 	unix.FAN_CLOSE_WRITE | unix.FAN_CLOSE_NOWRITE | unix.FAN_ONDIR
 
-// RootPath maps a root's host path to its path in the sandbox.
-type RootPath struct{ Host, View string }
-
 // KernelWatch feeds a Log with what the kernel serves below the roots to
 // the processes of one PID namespace. Close it.
 type KernelWatch struct {

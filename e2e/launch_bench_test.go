@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,12 @@ func BenchmarkNpxStartup(b *testing.B) {
 	if registry == "" {
 		runFlags = nil
 	}
+	var netFlags []string
+	if u, err := url.Parse(registry); err == nil && registry != "" {
+		// The registry is on the host's loopback, which the sandbox's
+		// network refuses unless allowed (issue 23).
+		netFlags = []string{"--allow-net", "localhost:" + u.Port()}
+	}
 	runFlags = append(runFlags, strings.Fields(os.Getenv("ROOTFS_RUN_ARGS"))...) // to try a flag
 	warmHome := filepath.Join(b.TempDir(), "home")
 	mustTB(b, os.MkdirAll(warmHome, 0o755))
@@ -56,8 +63,8 @@ func BenchmarkNpxStartup(b *testing.B) {
 	}{
 		{"native/cold", npx, true},
 		{"native/warm", npx, false},
-		{"rootfs/cold", append(append(append([]string{rootfs, "run"}, runFlags...), "--"), npx...), true},
-		{"rootfs/warm", append(append(append([]string{rootfs, "run"}, runFlags...), "--"), npx...), false},
+		{"rootfs/cold", append(append(append(append([]string{rootfs, "run"}, netFlags...), runFlags...), "--"), npx...), true},
+		{"rootfs/warm", append(append(append(append([]string{rootfs, "run"}, netFlags...), runFlags...), "--"), npx...), false},
 		{"rootfs/warm-no-network", append(append(append([]string{rootfs, "run", "--no-network"}, runFlags...), "--"), npx...), false},
 	}
 	for _, c := range cases {

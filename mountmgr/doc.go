@@ -30,9 +30,10 @@
 //	 |                             RLIMIT_CORE 0, fds >= 3 CLOEXEC; then main runs again:
 //	 |                             PrivateMountDir, mount the view there, bridge on stdio,
 //	 |                             StartServer(spec)
-//	 |  clone(NEWNS|NEWPID|NEWIPC|NEWUTS [+NEWNET]), setsid, Pdeathsig=KILL,
+//	 |  clone(NEWNS|NEWPID|NEWIPC|NEWUTS [+NEWNET: Spec.Net or NoNetwork]), setsid, Pdeathsig=KILL,
 //	 |  cwd "/", binary /proc/self/exe (never on the mount: go-fuse's exec deadlock)
-//	 |  env ROOTFS_STAGE=init ROOTFS_SPEC_FD=3 ROOTFS_SYNC_FD=4
+//	 |  env ROOTFS_STAGE=init ROOTFS_SPEC_FD=3 ROOTFS_SYNC_FD=4 [ROOTFS_NET_FD=5: Spec.Net,
+//	 |  P2 sends its TUN device and localhost listeners back over it, net_linux.go]
 //	 |  fd 0/1: pipes to P1 (Server.Stdin/Stdout), fd 2: P1's stderr
 //	 |
 //	 |   P1 ---- spec JSON (fd 3) ---------------------------------> P2
@@ -154,8 +155,8 @@
 // the thread that forks the server (other P2 threads are emptied too where
 // the runtime allows AllThreadsSyscall, i.e. in non-cgo builds); seccomp is
 // synchronised to all threads. Without Landlock ABI 6 (Linux 6.12) and
-// without NoNetwork, host abstract unix sockets stay reachable (Preflight
-// warns). Without ABI 2 (Linux 5.19) the server may make socket files in
+// without a network namespace of its own (NoNetwork or Net), host
+// abstract unix sockets stay reachable (Preflight warns). Without ABI 2 (Linux 5.19) the server may make socket files in
 // its roots, and without ABI 9 (Linux 7.1) connect to host sockets there on
 // the kernel data path (StartServer says so); in a root below /tmp it may
 // always make them, as the rule for the private /tmp covers what is

@@ -37,6 +37,11 @@ func runInit() {
 	}
 	unix.CloseOnExec(syncFD)
 	unix.CloseOnExec(specFD)
+	netFD, _ := strconv.Atoi(os.Getenv(envNetFD)) // issue 23: only with Spec.Net
+	os.Unsetenv(envNetFD)
+	if netFD >= 3 {
+		unix.CloseOnExec(netFD)
+	}
 	report := os.NewFile(uintptr(syncFD), "sync")
 	fail := func(err error) {
 		_ = writeStageReport(report, stageReport{Kind: stageError, Msg: err.Error()})
@@ -53,6 +58,15 @@ func runInit() {
 	lastCap, err := linux.LastCap()
 	if err != nil {
 		fail(err)
+	}
+	if spec.Net != nil { // issue 23: before setupRoot's pivot_root hides /dev/net/tun
+		if netFD < 3 {
+			fail(errors.New("network: no hand-over socket"))
+		}
+		if err := setupNet(spec.Net, netFD); err != nil {
+			fail(err)
+		}
+		unix.Close(netFD)
 	}
 	if err := setupRoot(&spec); err != nil {
 		fail(err)

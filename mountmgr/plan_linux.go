@@ -58,13 +58,16 @@ const (
 	// opTmpAttach mounts the clone opTmpClone took for dest on dest
 	// (/tmp/X), as a slave of the view.
 	opTmpAttach
+	// opFile writes data as the file dest (0644), a file of rootfs's own
+	// in the sandbox's fresh /etc tmpfs (resolv.conf naming the gateway).
+	opFile
 )
 
 var opNames = [...]string{
 	opRootBind: "root-rbind", opTmpClone: "tmp-clone", opBind: "bind", opDevBind: "devbind",
 	opTmpfs: "tmpfs", opProc: "proc", opDir: "dir", opSymlink: "symlink", opOverlay: "overlay",
 	opRemountRO: "remount-ro", opMaskFile: "mask-file", opMaskDir: "mask-dir", opROSelf: "ro-self",
-	opTmpAttach: "tmp-attach",
+	opTmpAttach: "tmp-attach", opFile: "file",
 }
 
 func (k opKind) String() string {
@@ -128,7 +131,13 @@ func mounts(spec *Spec) []mountOp {
 	}
 	// /etc: a tmpfs holding only the listed host files, then read-only.
 	ops = append(ops, mountOp{kind: opTmpfs, dest: "/etc", data: "mode=0755,size=4m"})
+	if spec.Net != nil { // the gateway is the only resolver
+		ops = append(ops, mountOp{kind: opFile, dest: "/etc/resolv.conf", data: spec.Net.ResolvConf()})
+	}
 	for _, rel := range spec.EtcFileList() {
+		if spec.Net != nil && rel == "resolv.conf" {
+			continue // rootfs's own, above
+		}
 		host := filepath.Join("/etc", rel)
 		fi, err := os.Lstat(host)
 		if err != nil {
@@ -367,6 +376,13 @@ func (m *mounter) apply(op mountOp) error {
 		return m.attachTmpRoot(op.dest)
 	case opDir:
 		return ensure(root, op.dest, false)
+	case opFile:
+		t, done, err := target(root, filepath.Dir(op.dest))
+		if err != nil {
+			return err
+		}
+		defer done()
+		return os.WriteFile(filepath.Join(t, filepath.Base(op.dest)), []byte(op.data), 0o644)
 	case opSymlink:
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, op.dest)), 0o755); err != nil {
 			return err

@@ -145,6 +145,10 @@ func p1Main() int {
 		return 125
 	}
 	srv.Stdin.Close()
+	if srv.Net != nil { // issue 23: what P2 handed over (net_linux_test.go)
+		fmt.Printf("p1-net tun=%v local=%d\n", srv.Net.TUN != nil, len(srv.Net.Local))
+		defer srv.Net.Close()
+	}
 	if cfg.Action == "stop" {
 		start := time.Now()
 		code := srv.Stop(200 * time.Millisecond)

@@ -41,6 +41,9 @@ type Server struct {
 	Stdin io.WriteCloser
 	// Stdout is the server's standard output (the protocol stream).
 	Stdout io.ReadCloser
+	// Net is the sandbox's TUN device and loopback listeners, with
+	// Spec.Net (issue 23); the caller owns and closes them.
+	Net *NetFiles
 
 	cmd       *exec.Cmd
 	serverPid int // P3's pid inside the PID namespace

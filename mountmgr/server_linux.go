@@ -73,19 +73,31 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 	}
 	flags := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
-	if spec.NoNetwork {
+	if spec.NoNetwork || spec.Net != nil {
 		flags |= unix.CLONE_NEWNET
 	}
 	// P2's environment is its own; a control build's knobs go with it (P2
 	// applies some of them: see package control).
 	env := append([]string{envStage + "=" + stageInit, envSpecFD + "=3", envSyncFD + "=4", envParentPID + "=" + strconv.Itoa(os.Getpid())}, control.Environ()...)
+	extra := []*os.File{specR, syncW}
+	// Issue 23: the network hand-over socket, fd 5 (net_linux.go).
+	var netParent, netChild *os.File
+	if spec.Net != nil {
+		if netParent, netChild, err = netSocketPair(); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+		}
+		closers = append(closers, netParent, netChild)
+		extra = append(extra, netChild)
+		env = append(env, envNetFD+"=5")
+	}
 	cmd := &exec.Cmd{
 		Path:  "/proc/self/exe",
 		Args:  []string{"rootfs-init"},
 		Env:   env,
 		Dir:   "/",
 		Stdin: stdinR, Stdout: stdoutW, Stderr: stderrW,
-		ExtraFiles:  []*os.File{specR, syncW},
+		ExtraFiles:  extra,
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: flags, Setsid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	s := &Server{Stdin: stdinW, Stdout: stdoutR, cmd: cmd, log: log, done: make(chan struct{})}
@@ -117,6 +129,10 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	for _, f := range []*os.File{specR, syncW, stdinR, stdoutW, stderrW} {
 		f.Close()
 	}
+	if netChild != nil {
+		netChild.Close()
+		defer netParent.Close()
+	}
 	go func() {
 		_, _ = io.Copy(teeWriter{&s.tail, stderr}, stderrR)
 		stderrR.Close()
@@ -145,6 +161,11 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		stdinW.Close()
 		stdoutR.Close()
 		return nil, fmt.Errorf("%w: %v", ErrSetup, ctx.Err())
+	}
+	if r.err == nil && r.rep.Kind == stageOK && netParent != nil {
+		if s.Net, r.err = recvNetFiles(netParent); r.err != nil { // issue 23
+			_ = cmd.Process.Kill()
+		}
 	}
 	if r.err == nil && r.rep.Kind == stageOK {
 		s.serverPid = r.rep.Pid

@@ -15,6 +15,9 @@ type (
 	// Bind is one --bind or --ro-bind, or a bind auto-bind added; see
 	// spec.Bind.
 	Bind = spec.Bind
+	// NetSpec gives the server a network namespace whose way out is a
+	// TUN device handed to P1 (see spec.NetSpec).
+	NetSpec = spec.NetSpec
 )
 
 // Sentinel errors; callers branch on them with errors.Is.

@@ -26,6 +26,7 @@ const (
 	envParentPID = "ROOTFS_PARENT_PID" // pid of the parent, to catch a parent that died before Pdeathsig took effect
 	envSpecFD    = "ROOTFS_SPEC_FD"    // P2: fd of the spec pipe (JSON)
 	envSyncFD    = "ROOTFS_SYNC_FD"    // P2: fd of the report pipe
+	envNetFD     = "ROOTFS_NET_FD"     // P2, with Spec.Net: fd of the socket that carries the TUN (net_linux.go)
 )
 
 const (

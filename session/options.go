@@ -68,6 +68,8 @@ type SandboxOptions struct {
 	SetEnv, UnsetEnv []string
 	// NoNetwork gives the server a network namespace with only loopback.
 	NoNetwork bool
+	// Net is the policy of the server's own network (ignored with NoNetwork).
+	Net NetOptions
 	// AllowUnixSockets lets the server make and connect to unix sockets in its roots.
 	AllowUnixSockets bool
 	// TmpSize caps the server's private /tmp (a tmpfs size such as "256m").

@@ -94,6 +94,11 @@ func (p *Plan) buildSpec(log *zap.Logger) error {
 	}
 	spec := &mountmgr.Spec{Env: env, Binds: binds, NoNetwork: o.Sandbox.NoNetwork, AllowUnixSockets: o.Sandbox.AllowUnixSockets,
 		TmpSize: o.Sandbox.TmpSize, HostLayout: o.Roots.Layout == rootset.LayoutHost}
+	pol, err := NetPolicy(o.Sandbox.NoNetwork, o.Sandbox.Net, nil)
+	if err != nil {
+		return err
+	}
+	spec.Net = netSpec(pol) // the sandbox's own network, unless --host-network or --no-network
 	p.Spec = spec
 	p.writable = newWritable(o)
 	hostExe, err := p.resolveCommand()

@@ -160,6 +160,19 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 		return nil, err
 	}
 	log.Debug("server started", zap.Int("pid", s.srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
+	// The network: the engine on the sandbox's TUN device.
+	if s.srv.Net != nil {
+		if s.srv.Net.TUN == nil {
+			spec.NoNetwork = true // for status: only loopback (startNetwork says why)
+		}
+		stopNet, err := startNetwork(o.Sandbox.Net, s.srv.Net, s.vis.netRefused, log)
+		if err != nil {
+			s.srv.Stdin.Close()
+			s.srv.Stop(o.Grace)
+			return nil, err
+		}
+		s.onRelease(stopNet)
+	}
 	if binds != nil && kernelPath {
 		s.vis.watchKernel(s.srv.Pid())
 	}

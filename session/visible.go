@@ -22,6 +22,7 @@ import (
 	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/instance"
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
 	"github.com/rootfs-dev/rootfs/rootset"
 )
 
@@ -92,8 +93,11 @@ func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
 	if v.layout == rootset.LayoutFlat {
 		info.Layout = "flat"
 	}
-	if spec.NoNetwork {
+	switch {
+	case spec.NoNetwork:
 		info.Network = "none (loopback only)"
+	case spec.Net != nil:
+		info.Network = netDescription(o.Sandbox.Net)
 	}
 	info.Runtime = append(info.Runtime, spec.RuntimeDirs...)
 	if spec.RuntimeDirs == nil {
@@ -200,6 +204,16 @@ func (v *visibility) installed(source string, t *rootset.Table, err error) {
 		return
 	}
 	v.log.Info("roots: "+strings.Join(now, ", "), zap.String("from", source))
+}
+
+// netRefused records a connection, datagram or DNS name the network
+// policy refused.
+func (v *visibility) netRefused(r netstack.Refusal) {
+	op := audit.OpConnect
+	if r.Proto == "dns" {
+		op = audit.OpDNS
+	}
+	v.alog.Add(audit.Record{Op: op, Dest: r.Proto + " " + r.Dst, Result: audit.ResultRefused, Reason: r.Decision.Reason, Allow: r.Decision.Hint})
 }
 
 // watchKernel starts the kernel data path's audit for the sandbox whose

@@ -175,9 +175,12 @@ func (rf *runFlags) dryRun(stdout io.Writer, opts *session.Options) error {
 	}
 	section("")
 	fmt.Fprintf(stdout, "working directory: %s\n", dir)
-	net := "the host's network"
-	if rf.run.NoNetwork {
+	net := "its own, through rootfs: the public internet, not the host's private side (--allow-net, --deny-net, --net-only)"
+	switch {
+	case rf.run.NoNetwork:
 		net = "none (--no-network: loopback only)"
+	case rf.net.HostNetwork:
+		net = "the host's network (--host-network)"
 	}
 	fmt.Fprintf(stdout, "network: %s\n", net)
 	data := "the kernel serves the files below each root (bind mounts)"

@@ -64,6 +64,7 @@ func (o *RunOptions) AddFlags(f *pflag.FlagSet) {
 type runFlags struct {
 	roots  RootsOptions
 	run    RunOptions
+	net    NetOptions // netflags.go
 	bridge mcpbridge.Options
 	argv   []string
 	// preview is --dry-run: the CLI prints the session's plan and starts
@@ -80,6 +81,7 @@ func (rf *runFlags) addFlags(f *pflag.FlagSet) {
 	rf.roots.AddFlags(f)
 	rf.run.AddFlags(f)
 	f.BoolVar(&rf.preview, "dry-run", false, "print the sandbox COMMAND would get (roots, runtime directories, auto-binds with their reasons, binds, environment; sizes in files) on stdout and start nothing")
+	rf.net.AddFlags(f)
 	rf.bridge.AddFlags(f)
 }
 
@@ -99,6 +101,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 		return nil, err
 	}
 	if err := checkCacheWrites(rf.run.CacheWrites); err != nil {
+		return nil, err
+	}
+	// Bad network patterns fail here, in P0.
+	if _, err := session.NetPolicy(rf.run.NoNetwork, rf.net.options(), nil); err != nil {
 		return nil, err
 	}
 	return &rf, nil
@@ -226,7 +232,7 @@ func (rf *runFlags) options() (session.Options, error) {
 		Roots: session.RootOptions{Static: static, Named: rf.roots.Roots, RootsFile: rf.roots.RootsFile != "",
 			ReadOnly: rf.roots.ReadOnly, Allow: r.Allow, Layout: layout, NoArgRoots: r.NoArgRoots},
 		Sandbox: session.SandboxOptions{Binds: r.Binds, ROBinds: r.ROBinds, SetEnv: r.SetEnv, UnsetEnv: r.UnsetEnv,
-			NoNetwork: r.NoNetwork, AllowUnixSockets: r.AllowUnixSockets, TmpSize: r.TmpSize, NoAutoBind: r.NoAutoBind,
+			NoNetwork: r.NoNetwork, Net: rf.net.options(), AllowUnixSockets: r.AllowUnixSockets, TmpSize: r.TmpSize, NoAutoBind: r.NoAutoBind,
 			GitIdentity: r.GitIdentity, DiscardCacheWrites: r.CacheWrites == cacheWritesDiscard},
 		View:     r.ViewFlags.Options(rf.roots.ReadOnly, nil),
 		Strict:   r.Strict,

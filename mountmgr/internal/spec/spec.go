@@ -120,6 +120,10 @@ type Spec struct {
 	Binds []Bind `json:"binds"`
 	// NoNetwork gives the server a new network namespace with only lo.
 	NoNetwork bool `json:"noNetwork"`
+	// Net gives the server a new network namespace whose way
+	// out is a TUN device handed to P1 (see NetSpec). nil with NoNetwork
+	// false: the server shares the host's network namespace.
+	Net *NetSpec `json:"net,omitempty"`
 	// AllowUnixSockets lets the server make socket files in its roots and
 	// connect to host sockets there. By default the sandbox refuses both
 	// as far as the kernel's Landlock can (mountmgr/landlock_linux.go): making
@@ -365,6 +369,14 @@ func (s *Spec) Validate() error {
 		}
 		if _, err := os.Stat(b.Source); err != nil {
 			return fmt.Errorf("%w: bind source: %v", ErrBadSpec, err)
+		}
+	}
+	if s.Net != nil {
+		if s.NoNetwork {
+			return fmt.Errorf("%w: no network and a network namespace with a link at once", ErrBadSpec)
+		}
+		if err := s.Net.validate(); err != nil {
+			return err
 		}
 	}
 	for _, kv := range s.Env {

@@ -1,0 +1,148 @@
+package linux
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// CreateTUN makes a TUN device called name (IFF_TUN|IFF_NO_PI: IP
+// packets, no header) in the calling thread's network namespace and
+// returns its queue, non-blocking. It needs CAP_NET_ADMIN over that
+// namespace and a /dev/net/tun it may open. The device goes when the
+// last descriptor of its queue is closed.
+func CreateTUN(name string) (*os.File, error) {
+	fd, err := retryOnEINTR2(func() (int, error) {
+		return unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	})
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/dev/net/tun", Err: err}
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	ifr.SetUint16(unix.IFF_TUN | unix.IFF_NO_PI)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("ioctl(TUNSETIFF)", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/net/tun:"+name), nil
+}
+
+// ConfigureLink gives the IPv4 interface name the address addr (with its
+// prefix), the MTU mtu, brings it up, and, when gw is valid, adds a
+// default route through gw on it.
+func ConfigureLink(name string, addr netip.Prefix, gw netip.Addr, mtu int) error {
+	if !addr.Addr().Is4() {
+		return fmt.Errorf("configure %s: %s is not IPv4", name, addr)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(fd)
+	ioctl := func(req uint, what string, set func(*unix.Ifreq) error) error {
+		ifr, err := unix.NewIfreq(name)
+		if err != nil {
+			return err
+		}
+		if err := set(ifr); err != nil {
+			return err
+		}
+		if err := unix.IoctlIfreq(fd, req, ifr); err != nil {
+			return os.NewSyscallError("ioctl("+what+") "+name, err)
+		}
+		return nil
+	}
+	mask := netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, ^uint32(0)<<(32-addr.Bits()))))
+	steps := []struct {
+		req  uint
+		what string
+		set  func(*unix.Ifreq) error
+	}{
+		{unix.SIOCSIFMTU, "SIOCSIFMTU", func(r *unix.Ifreq) error { r.SetUint32(uint32(mtu)); return nil }},
+		{unix.SIOCSIFADDR, "SIOCSIFADDR", func(r *unix.Ifreq) error { return r.SetInet4Addr(addr.Addr().AsSlice()) }},
+		{unix.SIOCSIFNETMASK, "SIOCSIFNETMASK", func(r *unix.Ifreq) error { return r.SetInet4Addr(mask.AsSlice()) }},
+		{unix.SIOCSIFFLAGS, "SIOCSIFFLAGS", func(r *unix.Ifreq) error { r.SetUint16(unix.IFF_UP | unix.IFF_RUNNING); return nil }},
+	}
+	for _, s := range steps {
+		if err := ioctl(s.req, s.what, s.set); err != nil {
+			return err
+		}
+	}
+	if !gw.IsValid() {
+		return nil
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		return os.NewSyscallError("ioctl(SIOCGIFINDEX) "+name, err)
+	}
+	return addDefaultRoute(gw, ifr.Uint32())
+}
+
+// addDefaultRoute sends RTM_NEWROUTE for 0.0.0.0/0 via gw on interface
+// index oif, and reads the kernel's answer.
+func addDefaultRoute(gw netip.Addr, oif uint32) error {
+	s, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return os.NewSyscallError("socket(NETLINK_ROUTE)", err)
+	}
+	defer unix.Close(s)
+	attr := func(typ uint16, data []byte) []byte {
+		b := make([]byte, unix.SizeofRtAttr, unix.SizeofRtAttr+len(data)+3)
+		binary.NativeEndian.PutUint16(b[0:], uint16(unix.SizeofRtAttr+len(data)))
+		binary.NativeEndian.PutUint16(b[2:], typ)
+		b = append(b, data...)
+		for len(b)%4 != 0 {
+			b = append(b, 0)
+		}
+		return b
+	}
+	g := gw.As4()
+	body := []byte{unix.AF_INET, 0, 0, 0, unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RT_SCOPE_UNIVERSE, unix.RTN_UNICAST, 0, 0, 0, 0} // struct rtmsg
+	body = append(body, attr(unix.RTA_GATEWAY, g[:])...)
+	body = append(body, attr(unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, oif))...)
+	msg := make([]byte, unix.SizeofNlMsghdr, unix.SizeofNlMsghdr+len(body))
+	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.SizeofNlMsghdr+len(body)))
+	binary.NativeEndian.PutUint16(msg[4:], unix.RTM_NEWROUTE)
+	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
+	binary.NativeEndian.PutUint32(msg[8:], 1)
+	msg = append(msg, body...)
+	if err := unix.Sendto(s, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return os.NewSyscallError("sendto(RTM_NEWROUTE)", err)
+	}
+	buf := make([]byte, 4096)
+	for {
+		n, err := retryOnEINTR2(func() (int, error) {
+			n, _, err := unix.Recvfrom(s, buf, 0)
+			return n, err
+		})
+		if err != nil {
+			return os.NewSyscallError("recvfrom(NETLINK_ROUTE)", err)
+		}
+		for b := buf[:n]; len(b) >= unix.SizeofNlMsghdr; {
+			l := int(binary.NativeEndian.Uint32(b[0:]))
+			typ := binary.NativeEndian.Uint16(b[4:])
+			if l < unix.SizeofNlMsghdr || l > len(b) {
+				return fmt.Errorf("RTM_NEWROUTE: bad netlink answer")
+			}
+			data := b[unix.SizeofNlMsghdr:l]
+			b = b[min((l+3)&^3, len(b)):]
+			if typ != unix.NLMSG_ERROR || len(data) < 4 {
+				continue
+			}
+			if code := int32(binary.NativeEndian.Uint32(data)); code != 0 {
+				return os.NewSyscallError("RTM_NEWROUTE default via "+gw.String(), unix.Errno(-code))
+			}
+			return nil
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package linux
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestCreateTUN makes a TUN device in a new network namespace of a
+// locked thread and checks the address and the default route.
+func TestCreateTUN(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a new network namespace and /dev/net/tun)")
+	}
+	done := make(chan string)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies in its namespace
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			done <- "unshare: " + err.Error()
+			return
+		}
+		f, err := CreateTUN("rfs0")
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer f.Close()
+		if err := ConfigureLink("rfs0", netip.MustParsePrefix("10.0.2.100/24"), netip.MustParseAddr("10.0.2.2"), 65520); err != nil {
+			done <- err.Error()
+			return
+		}
+		// ip runs in this thread's namespace (fork copies it).
+		out, err := exec.Command("ip", "-4", "addr", "show", "rfs0").CombinedOutput()
+		r, err2 := exec.Command("ip", "-4", "route").CombinedOutput()
+		if err != nil || err2 != nil {
+			done <- string(out) + string(r)
+			return
+		}
+		done <- string(out) + string(r)
+	}()
+	got := <-done
+	for _, want := range []string{"inet 10.0.2.100/24", "mtu 65520", "default via 10.0.2.2 dev rfs0", "UP"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}

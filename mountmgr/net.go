@@ -1,0 +1,35 @@
+package mountmgr
+
+import "os"
+
+// NetFiles are what P2 hands P1 for a NetSpec. The caller owns them.
+type NetFiles struct {
+	// TUN is the device's queue (non-blocking, IP packets without header);
+	// nil when the sandbox could not make one (Unavailable says why): it
+	// then has only lo, as with NoNetwork.
+	TUN *os.File
+	// Unavailable is why there is no TUN ("" when there is one).
+	Unavailable string
+	// Local are listening sockets of the sandbox's loopback, one or two
+	// per NetSpec.LocalPorts entry.
+	Local []LocalListener
+}
+
+// LocalListener is a listening socket inside the sandbox for Port.
+type LocalListener struct {
+	Port uint16
+	File *os.File
+}
+
+// Close closes every file.
+func (f *NetFiles) Close() {
+	if f == nil {
+		return
+	}
+	if f.TUN != nil {
+		f.TUN.Close()
+	}
+	for _, l := range f.Local {
+		l.File.Close()
+	}
+}

@@ -1,0 +1,147 @@
+package mountmgr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/mountmgr/internal/spec"
+)
+
+// The network hand-over (issue 23). With Spec.Net, P1 adds a third
+// descriptor to the stage protocol: one end of a SOCK_SEQPACKET
+// socketpair (fd 5, ROOTFS_NET_FD). P2, still before pivot_root (it needs
+// the host's /dev/net/tun), sends one message on it and closes it:
+//
+//	P1                                         P2 (new network namespace)
+//	  <--- net socket: payload netHandover, -----  make TUN, address it, route via the gateway,
+//	       SCM_RIGHTS [tun, listener...]           lo up, listen on 127.0.0.1:PORT ([::1]:PORT)
+//	  <--- sync pipe: stageReport ---------------  (the server runs)
+//
+// P1 reads the message once the report says ok: it is already queued.
+// When /dev/net/tun cannot be used (absent, or mode 0600 without root),
+// the message carries no descriptor and says why: the sandbox keeps its
+// namespace with only lo, as --no-network, and P1 says so. Failing closed
+// keeps the host's private side out; refusing to start would break every
+// server on such a host.
+
+// netHandover is the payload of the hand-over message.
+type netHandover struct {
+	Ports []uint16 `json:"ports,omitempty"` // of the listeners after the TUN, in order
+	Err   string   `json:"err,omitempty"`   // no device: why
+}
+
+// netSocketPair returns P1's and P2's ends.
+func netSocketPair() (parent, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("socketpair", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "net-parent"), os.NewFile(uintptr(fds[1]), "net-child"), nil
+}
+
+// setupNet is P2's part: it builds the link and sends its descriptors.
+func setupNet(n *NetSpec, sock int) error {
+	if err := linux.LoopbackUp(); err != nil {
+		return err
+	}
+	tun, err := linux.CreateTUN(n.Device)
+	if err != nil {
+		payload, _ := json.Marshal(netHandover{Err: err.Error()})
+		if err := unix.Sendmsg(sock, payload, nil, nil, 0); err != nil {
+			return fmt.Errorf("network: %w", os.NewSyscallError("sendmsg", err))
+		}
+		return nil
+	}
+	defer tun.Close()
+	if err := linux.ConfigureLink(n.Device, n.Addr, n.Gateway, n.MTU); err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	fds := []int{int(tun.Fd())}
+	var ports []uint16
+	defer func() {
+		for _, fd := range fds[1:] {
+			unix.Close(fd)
+		}
+	}()
+	for _, p := range n.LocalPorts {
+		fd, err := listenLoopback(unix.AF_INET, p)
+		if err != nil {
+			return fmt.Errorf("network: localhost:%d in the sandbox: %w", p, err)
+		}
+		fds, ports = append(fds, fd), append(ports, p)
+		if fd, err := listenLoopback(unix.AF_INET6, p); err == nil { // no IPv6 on lo: 127.0.0.1 only
+			fds, ports = append(fds, fd), append(ports, p)
+		}
+	}
+	payload, _ := json.Marshal(netHandover{Ports: ports})
+	if err := unix.Sendmsg(sock, payload, unix.UnixRights(fds...), nil, 0); err != nil {
+		return fmt.Errorf("network: hand the device to rootfs: %w", os.NewSyscallError("sendmsg", err))
+	}
+	return nil
+}
+
+// listenLoopback listens on the loopback address of family at port.
+func listenLoopback(family int, port uint16) (int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	var sa unix.Sockaddr = &unix.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}}
+	if family == unix.AF_INET6 {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		sa = &unix.SockaddrInet6{Port: int(port), Addr: [16]byte{15: 1}}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, os.NewSyscallError("bind", err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		unix.Close(fd)
+		return -1, os.NewSyscallError("listen", err)
+	}
+	return fd, nil
+}
+
+// recvNetFiles is P1's part: the one message P2 queued before its report.
+func recvNetFiles(sock *os.File) (*NetFiles, error) {
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(4*(2*spec.MaxLocalPorts+1)))
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("network: no device from the sandbox: %w", os.NewSyscallError("recvmsg", err))
+	}
+	var fds []int
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err == nil {
+		for _, m := range msgs {
+			got, err := unix.ParseUnixRights(&m)
+			if err == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	closeAll := func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+	var h netHandover
+	if err := json.Unmarshal(buf[:n], &h); err != nil || h.Err == "" && len(fds) != len(h.Ports)+1 || h.Err != "" && len(fds) != 0 {
+		closeAll()
+		return nil, errors.New("network: bad hand-over message from the sandbox")
+	}
+	if h.Err != "" {
+		return &NetFiles{Unavailable: h.Err}, nil
+	}
+	f := &NetFiles{TUN: os.NewFile(uintptr(fds[0]), "tun")}
+	for i, p := range h.Ports {
+		f.Local = append(f.Local, LocalListener{Port: p, File: os.NewFile(uintptr(fds[i+1]), fmt.Sprintf("localhost:%d", p))})
+	}
+	return f, nil
+}

@@ -1,0 +1,55 @@
+// Package netstack applies a netpolicy.Policy to the packets of the
+// sandbox's network namespace: a userspace TCP/IP stack (gVisor's
+// netstack, as tailscale and wireguard-go use it) reads the sandbox's
+// TUN device in P1, answers DNS on the gateway address, and relays each
+// allowed TCP connection (and explicitly allowed UDP flow) through a
+// socket of P1's own namespace; everything else is refused, with one
+// rate-limited line on the logger.
+//
+// # Addresses
+//
+// The sandbox's side of the link is [SandboxAddr]/24, its default route
+// and only resolver are [Gateway]; IPv4 only, so one family's answers are
+// recorded and judged (AAAA questions are answered with no address, and
+// clients fall back at once). Everything the sandbox sends to the link is
+// the engine's, whatever its destination (the NIC is promiscuous).
+//
+// # TCP
+//
+// The SYN's destination is judged with the names that resolved to it
+// (netpolicy.Table). Refused: RST. Allowed: rootfs dials the destination
+// first (a refused or unreachable one gives RST), completes the
+// handshake, and, when a name is involved (the address resolved from a
+// name, or the policy has name rules), reads up to [peekMax] bytes for at
+// most [peekWait] to find a TLS ClientHello's SNI or an HTTP Host, and
+// judges again with it (it can only narrow). A protocol where the server
+// speaks first ends the wait as soon as the server's first bytes arrive.
+//
+// # DNS
+//
+// Queries to Gateway:53 (UDP) are answered by asking the upstream resolver
+// (Options.Upstream, by default the host's first nameserver) from P1. A
+// name the policy refuses is not asked at all (MayResolve) and gets
+// NXDOMAIN; an answer's A records are kept only when allowed
+// (DecideName), and an answer left with none is NXDOMAIN (rebinding to
+// 127.0.0.1 or the metadata address is refused here, and again by address
+// if the address is used without DNS).
+package netstack
+
+import "net/netip"
+
+// The sandbox's link. 10.0.2.0/24 is slirp's and podman's choice: it
+// hides the same /24 of a host LAN, which the default refuses anyway.
+var (
+	// SandboxAddr is the sandbox's address on its TUN device.
+	SandboxAddr = netip.MustParsePrefix("10.0.2.100/24")
+	// Gateway is the sandbox's default route and DNS server: the engine.
+	Gateway = netip.MustParseAddr("10.0.2.2")
+)
+
+// MTU of the link: large, as slirp4netns and pasta use, so a bulk
+// transfer is few packets through the userspace stack.
+const MTU = 65520
+
+// DeviceName is the TUN device's name in the sandbox.
+const DeviceName = "rfs0"

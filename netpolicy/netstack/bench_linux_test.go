@@ -1,0 +1,158 @@
+package netstack
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// World services for the benchmarks: a line on accept (:7000) and an
+// endless stream of zeros (:7001).
+var benchOnce sync.Once
+
+func setupBench(b *testing.B) *sandbox {
+	w := setupWorld(b)
+	benchOnce.Do(func() {
+		inNS(b, w.pid, func() error {
+			l, err := net.Listen("tcp4", ":7000")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go serveLine(l, "hello")
+			z, err := net.Listen("tcp4", ":7001")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() {
+				buf := make([]byte, 256<<10)
+				for {
+					c, err := z.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						for {
+							if _, err := c.Write(buf); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			return nil
+		})
+	})
+	return newSandbox(b, netpolicy.Options{})
+}
+
+func connectOnce(addr string) error {
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	b := make([]byte, 16)
+	_, err = c.Read(b)
+	return err
+}
+
+// BenchmarkConnect: dial and first byte, from the sandbox through the
+// engine and, as the baseline, from the host's namespace.
+func BenchmarkConnect(b *testing.B) {
+	sb := setupBench(b)
+	for _, c := range []struct {
+		name string
+		pid  int
+	}{{"host", hostPID}, {"sandbox", sb.pid}} {
+		b.Run(c.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			inNS(b, c.pid, func() error {
+				b.ResetTimer()
+				for range b.N {
+					start := time.Now()
+					if err := connectOnce("203.0.113.1:7000"); err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, time.Since(start))
+				}
+				return nil
+			})
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// BenchmarkThroughput: 1 GiB from the world per op.
+func BenchmarkThroughput(b *testing.B) {
+	sb := setupBench(b)
+	const size = 1 << 30
+	for _, c := range []struct {
+		name string
+		pid  int
+	}{{"host", hostPID}, {"sandbox", sb.pid}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(size)
+			inNS(b, c.pid, func() error {
+				for range b.N {
+					conn, err := net.Dial("tcp4", "203.0.113.1:7001")
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.CopyN(io.Discard, conn, size); err != nil {
+						b.Fatal(err)
+					}
+					conn.Close()
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// BenchmarkConcurrent200: 200 connections open at once through the
+// engine, each reading its first line; reports the heap the process
+// holds with them open.
+func BenchmarkConcurrent200(b *testing.B) {
+	sb := setupBench(b)
+	const n = 200
+	for range b.N {
+		var before, during runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		conns := inNS(b, sb.pid, func() []net.Conn {
+			var out []net.Conn
+			for range n {
+				c, err := net.Dial("tcp4", "203.0.113.1:7001")
+				if err != nil {
+					b.Fatal(err)
+				}
+				out = append(out, c)
+			}
+			return out
+		})
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.CopyN(io.Discard, c, 1<<20)
+			}()
+		}
+		wg.Wait()
+		runtime.ReadMemStats(&during)
+		b.ReportMetric(float64(during.HeapInuse-before.HeapInuse)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+}

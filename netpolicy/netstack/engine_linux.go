@@ -1,0 +1,629 @@
+package netstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+	"gvisor.dev/gvisor/pkg/waiter"
+
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// Bounds on what the sandbox can make the engine hold.
+const (
+	// DefaultMaxFlows bounds the TCP connections and UDP flows relayed at
+	// once (each holds two sockets and two goroutines).
+	DefaultMaxFlows = 1024
+	// maxInFlight bounds handshakes the TCP forwarder holds (SYN flood).
+	maxInFlight = 512
+	// maxDNS bounds DNS questions being answered at once.
+	maxDNS = 64
+	// peekMax and peekWait bound the look at a connection's first bytes.
+	peekMax  = 16 << 10
+	peekWait = 2 * time.Second
+	// udpIdle ends a relayed UDP flow, dnsIdle a DNS client's endpoint.
+	udpIdle = 60 * time.Second
+	dnsIdle = 10 * time.Second
+)
+
+// Options configure an Engine. Zero values mean the defaults documented.
+type Options struct {
+	// Policy decides; nil is the default policy.
+	Policy *netpolicy.Policy
+	// Table records the names the sandbox resolves; nil: a new one of
+	// netpolicy.DefaultTableSize.
+	Table *netpolicy.Table
+	// Logger gets one warning per refusal (rate limited) and debug lines;
+	// nil prints nothing.
+	Logger *zap.Logger
+	// Upstream is the DNS server ("host:port") asked for the sandbox's
+	// names; "" is the first nameserver of the host's /etc/resolv.conf.
+	Upstream string
+	// Dial makes the engine's outgoing connections; nil is a net.Dialer
+	// with a 10s timeout. Tests point it elsewhere.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxFlows: DefaultMaxFlows when 0.
+	MaxFlows int
+	// Refused, when not nil, is given every refusal (the session's audit
+	// stream), without the rate limit of the log lines. It must not block.
+	Refused func(Refusal)
+}
+
+// Stats count what the engine did.
+type Stats struct {
+	TCPAllowed, UDPAllowed, DNSAnswered, Refused, Local int64
+}
+
+// Engine is the userspace network of one sandbox. Close stops it; it may
+// be called more than once.
+type Engine struct {
+	pol      *netpolicy.Policy
+	table    *netpolicy.Table
+	log      *zap.Logger
+	ref      *refusals
+	upstream string
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	flows    chan struct{} // semaphore of MaxFlows
+	dnsSem   chan struct{}
+	stack    *stack.Stack
+	ep       stack.LinkEndpoint
+	tun      *os.File
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	once   sync.Once
+	// mu guards listeners.
+	mu        sync.Mutex
+	listeners []net.Listener
+
+	tcpAllowed, udpAllowed, dnsAnswered, local atomic.Int64
+}
+
+const nicID = 1
+
+// New starts an engine on tun (a TUN queue, IFF_NO_PI; the engine owns it
+// from here, and closes it in Close).
+func New(tun *os.File, o Options) (*Engine, error) {
+	if o.Policy == nil {
+		p, err := netpolicy.New(netpolicy.Options{})
+		if err != nil {
+			return nil, err
+		}
+		o.Policy = p
+	}
+	if o.Table == nil {
+		o.Table = netpolicy.NewTable(0)
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		o.Dial = d.DialContext
+	}
+	if o.MaxFlows <= 0 {
+		o.MaxFlows = DefaultMaxFlows
+	}
+	if o.Upstream == "" {
+		cfg, err := dns.ClientConfigFromFile("/etc/resolv.conf")
+		if err != nil || len(cfg.Servers) == 0 {
+			return nil, fmt.Errorf("no DNS server for the sandbox: /etc/resolv.conf: %v", err)
+		}
+		o.Upstream = net.JoinHostPort(cfg.Servers[0], cfg.Port)
+	}
+	e := &Engine{pol: o.Policy, table: o.Table, log: o.Logger, ref: newRefusals(o.Logger, o.Refused), upstream: o.Upstream,
+		dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), tun: tun}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
+	})
+	sack := tcpip.TCPSACKEnabled(true)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	// Small buffers to start with, grown by the stack for a busy
+	// connection (receive moderation): 200 idle connections hold little,
+	// one bulk transfer still gets a large window.
+	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: 8 << 20}
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
+	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: 8 << 20}
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
+	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(tun.Fd())}, MTU: MTU, RXChecksumOffload: true})
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("netstack link: %v", err)
+	}
+	if terr := s.CreateNIC(nicID, ep); terr != nil {
+		s.Close()
+		return nil, fmt.Errorf("netstack nic: %v", terr)
+	}
+	// Every destination is ours: the sandbox has no other way out.
+	s.SetPromiscuousMode(nicID, true)
+	s.SetSpoofing(nicID, true)
+	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
+	e.stack, e.ep = s, ep
+	fwd := tcp.NewForwarder(s, 0, maxInFlight, e.handleTCP)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	ufwd := udp.NewForwarder(s, e.handleUDP)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
+	e.log.Debug("network: engine started", zap.String("gateway", Gateway.String()), zap.String("dns_upstream", e.upstream))
+	return e, nil
+}
+
+// Close stops the engine: the stack, its relays, the local listeners and
+// the TUN queue.
+func (e *Engine) Close() error {
+	e.once.Do(func() {
+		e.cancel()
+		e.mu.Lock()
+		for _, l := range e.listeners {
+			l.Close()
+		}
+		e.mu.Unlock()
+		e.stack.Close()
+		e.tun.Close()
+	})
+	return nil
+}
+
+// Stats returns the counters so far.
+func (e *Engine) Stats() Stats {
+	return Stats{TCPAllowed: e.tcpAllowed.Load(), UDPAllowed: e.udpAllowed.Load(), DNSAnswered: e.dnsAnswered.Load(),
+		Refused: e.ref.total.Load(), Local: e.local.Load()}
+}
+
+func (e *Engine) acquire() bool {
+	select {
+	case e.flows <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (e *Engine) release() { <-e.flows }
+
+func addrOf(a tcpip.Address) netip.Addr {
+	ip, _ := netip.AddrFromSlice(a.AsSlice())
+	return ip.Unmap()
+}
+
+func dstString(a netip.Addr, port uint16, names []string) string {
+	s := netip.AddrPortFrom(a, port).String()
+	if len(names) > 0 {
+		s += " (" + names[0] + ")"
+	}
+	return s
+}
+
+// handleTCP runs in a goroutine of its own for each SYN (the forwarder's).
+func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
+	id := r.ID()
+	dst, port := addrOf(id.LocalAddress), id.LocalPort
+	if dst == Gateway {
+		if port != 53 {
+			r.Complete(true) // nothing else listens here
+			return
+		}
+		select {
+		case e.dnsSem <- struct{}{}:
+		default:
+			r.Complete(true)
+			return
+		}
+		defer func() { <-e.dnsSem }()
+		var wq waiter.Queue
+		ep, terr := r.CreateEndpoint(&wq)
+		if terr != nil {
+			r.Complete(true)
+			return
+		}
+		r.Complete(false)
+		e.serveDNSTCP(gonet.NewTCPConn(&wq, ep))
+		return
+	}
+	if !e.acquire() {
+		r.Complete(true)
+		e.ref.refuse("tcp", dstString(dst, port, nil), netpolicy.Decision{Reason: "too many connections at once"})
+		return
+	}
+	defer e.release()
+	names := e.table.Names(dst)
+	q := netpolicy.Query{Addr: dst, Port: port, Names: names}
+	if d := e.pol.Decide(q); !d.Allow {
+		r.Complete(true)
+		e.ref.refuse("tcp", dstString(dst, port, names), d)
+		return
+	}
+	up, err := e.dial(e.ctx, "tcp", netip.AddrPortFrom(dst, port).String())
+	if err != nil {
+		r.Complete(true)
+		e.log.Debug("network: dial failed", zap.String("dst", dstString(dst, port, names)), zap.Error(err))
+		return
+	}
+	defer up.Close()
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		r.Complete(true)
+		return
+	}
+	r.Complete(false)
+	c := gonet.NewTCPConn(&wq, ep)
+	defer c.Close()
+	upFirst := make(chan []byte, 1)
+	var peekMu sync.Mutex // held to change peeking and c's read deadline
+	peeking := true
+	go func() {
+		b := make([]byte, 32<<10)
+		n, _ := up.Read(b)
+		upFirst <- b[:n]
+		peekMu.Lock()
+		if peeking {
+			_ = c.SetReadDeadline(time.Now()) // a server that speaks first ends the peek
+		}
+		peekMu.Unlock()
+	}()
+	var head []byte
+	if len(names) > 0 || e.pol.HasNameRules() {
+		var sn string
+		head, sn = peek(c, &peekMu)
+		if sn != "" {
+			q.ServerName = sn
+			if d := e.pol.Decide(q); !d.Allow {
+				e.ref.refuse("tcp", dstString(dst, port, []string{sn}), d)
+				return
+			}
+		}
+	}
+	peekMu.Lock()
+	peeking = false
+	_ = c.SetReadDeadline(time.Time{})
+	peekMu.Unlock()
+	e.tcpAllowed.Add(1)
+	if len(head) > 0 {
+		if _, err := up.Write(head); err != nil {
+			return
+		}
+	}
+	splice(c, up, upFirst)
+}
+
+// peek reads the connection's first bytes until they name a server or
+// cannot, within peekMax and peekWait (or until the deadline is moved).
+func peek(c net.Conn, mu *sync.Mutex) ([]byte, string) {
+	mu.Lock()
+	_ = c.SetReadDeadline(time.Now().Add(peekWait))
+	mu.Unlock()
+	buf := make([]byte, 0, 4096)
+	for len(buf) < peekMax {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, cap(buf))...)[:len(buf)]
+		}
+		n, err := c.Read(buf[len(buf):min(cap(buf), peekMax)])
+		buf = buf[:len(buf)+n]
+		name, more := serverName(buf)
+		if name != "" || !more || err != nil {
+			return buf, name
+		}
+	}
+	return buf, ""
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// splice copies both ways until both are done; upFirst is what was read
+// from up already (one read, possibly empty at its end).
+func splice(c, up net.Conn, upFirst <-chan []byte) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first := <-upFirst
+		if len(first) > 0 {
+			if _, err := c.Write(first); err != nil {
+				return
+			}
+			_, _ = io.CopyBuffer(c, up, make([]byte, copyBuf))
+		}
+		if cw, ok := c.(closeWriter); ok {
+			_ = cw.CloseWrite()
+		}
+	}()
+	_, _ = io.CopyBuffer(up, c, make([]byte, copyBuf))
+	if cw, ok := up.(closeWriter); ok {
+		_ = cw.CloseWrite()
+	}
+	<-done
+}
+
+// copyBuf is the buffer of each direction of a relayed connection.
+const copyBuf = 64 << 10
+
+// handleUDP runs in the stack's goroutine: it must not block.
+func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
+	id := r.ID()
+	dst, port := addrOf(id.LocalAddress), id.LocalPort
+	if dst == Gateway && port == 53 {
+		select {
+		case e.dnsSem <- struct{}{}:
+		default:
+			return true // busy: the client asks again
+		}
+		var wq waiter.Queue
+		ep, terr := r.CreateEndpoint(&wq)
+		if terr != nil {
+			<-e.dnsSem
+			return true
+		}
+		go func() {
+			defer func() { <-e.dnsSem }()
+			e.serveDNS(gonet.NewUDPConn(&wq, ep))
+		}()
+		return true
+	}
+	names := e.table.Names(dst)
+	if d := e.pol.Decide(netpolicy.Query{Addr: dst, Port: port, Names: names, UDP: true}); !d.Allow {
+		e.ref.refuse("udp", dstString(dst, port, names), d)
+		return true
+	}
+	if !e.acquire() {
+		return true
+	}
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		e.release()
+		return true
+	}
+	e.udpAllowed.Add(1)
+	go func() {
+		defer e.release()
+		c := gonet.NewUDPConn(&wq, ep)
+		defer c.Close()
+		up, err := e.dial(e.ctx, "udp", netip.AddrPortFrom(dst, port).String())
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		relay := func(dst, src net.Conn) {
+			b := make([]byte, 64<<10)
+			for {
+				_ = src.SetReadDeadline(time.Now().Add(udpIdle))
+				n, err := src.Read(b)
+				if err != nil {
+					dst.Close()
+					src.Close()
+					return
+				}
+				_, _ = dst.Write(b[:n])
+			}
+		}
+		go relay(up, c)
+		relay(c, up)
+	}()
+	return true
+}
+
+// serveDNS answers the questions of one client endpoint until it idles.
+func (e *Engine) serveDNS(c *gonet.UDPConn) {
+	defer c.Close()
+	b := make([]byte, 4096)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
+		n, err := c.Read(b)
+		if err != nil {
+			return
+		}
+		if out := e.answer(b[:n], false); out != nil {
+			_, _ = c.Write(out)
+		}
+	}
+}
+
+// serveDNSTCP answers length-prefixed questions on c (DNS over TCP, where
+// a client retries an answer truncated over UDP) until it idles.
+func (e *Engine) serveDNSTCP(c net.Conn) {
+	defer c.Close()
+	var hdr [2]byte
+	b := make([]byte, 64<<10)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		n := int(hdr[0])<<8 | int(hdr[1])
+		if _, err := io.ReadFull(c, b[:n]); err != nil {
+			return
+		}
+		out := e.answer(b[:n], true)
+		if out == nil {
+			return
+		}
+		if _, err := c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)); err != nil {
+			return
+		}
+	}
+}
+
+// answer is the answer to one DNS query message, nil to drop it; over
+// UDP it is truncated to what the client can take (512 bytes, or its
+// EDNS0 size), so it asks again over TCP.
+func (e *Engine) answer(query []byte, overTCP bool) []byte {
+	var m dns.Msg
+	if err := m.Unpack(query); err != nil || m.Response {
+		return nil
+	}
+	reply := func(rcode int) []byte {
+		r := new(dns.Msg)
+		r.SetRcode(&m, rcode)
+		b, _ := r.Pack()
+		return b
+	}
+	if len(m.Question) != 1 || m.Opcode != dns.OpcodeQuery {
+		return reply(dns.RcodeFormatError)
+	}
+	qn := m.Question[0]
+	name := netpolicy.CanonName(qn.Name)
+	if d := e.pol.MayResolve(name); !d.Allow {
+		e.ref.refuse("dns", name, d)
+		return reply(dns.RcodeNameError)
+	}
+	if qn.Qtype == dns.TypeAAAA { // IPv4 only inside: no address, at once
+		e.dnsAnswered.Add(1)
+		return reply(dns.RcodeSuccess)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 4*time.Second)
+	defer cancel()
+	cl := &dns.Client{Timeout: 4 * time.Second, UDPSize: dns.DefaultMsgSize}
+	up := m.Copy()
+	up.RecursionDesired = true
+	if up.IsEdns0() == nil {
+		up.SetEdns0(1232, false) // DNS flag day 2020's size; TCP beyond it
+	}
+	resp, _, err := cl.ExchangeContext(ctx, up, e.upstream)
+	if err == nil && resp.Truncated {
+		cl.Net = "tcp"
+		resp, _, err = cl.ExchangeContext(ctx, up, e.upstream)
+	}
+	if err != nil {
+		e.log.Debug("network: dns upstream", zap.String("name", name), zap.Error(err))
+		return reply(dns.RcodeServerFailure)
+	}
+	resp.Id = m.Id
+	var addrs []netip.Addr
+	chain := []string{name}
+	for _, rr := range resp.Answer {
+		switch rr := rr.(type) {
+		case *dns.CNAME:
+			chain = append(chain, netpolicy.CanonName(rr.Target))
+		case *dns.A:
+			if a, ok := netip.AddrFromSlice(rr.A.To4()); ok {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	keep, d := e.pol.DecideName(name, addrs)
+	if !d.Allow {
+		e.ref.refuse("dns", name, d)
+		return reply(dns.RcodeNameError)
+	}
+	if len(addrs) > 0 {
+		kept := resp.Answer[:0]
+		for _, rr := range resp.Answer {
+			if a, ok := rr.(*dns.A); ok {
+				ip, _ := netip.AddrFromSlice(a.A.To4())
+				if !containsAddr(keep, ip) {
+					continue
+				}
+			}
+			if _, ok := rr.(*dns.AAAA); ok {
+				continue
+			}
+			kept = append(kept, rr)
+		}
+		resp.Answer = kept
+		for _, n := range chain {
+			e.table.Add(n, keep)
+		}
+	}
+	e.dnsAnswered.Add(1)
+	if !overTCP {
+		size := dns.MinMsgSize
+		if o := m.IsEdns0(); o != nil {
+			size = max(int(o.UDPSize()), dns.MinMsgSize)
+		}
+		resp.Truncate(size)
+	}
+	b, err := resp.Pack()
+	if err != nil {
+		return reply(dns.RcodeServerFailure)
+	}
+	return b
+}
+
+func containsAddr(list []netip.Addr, a netip.Addr) bool {
+	for _, b := range list {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeLocal relays the connections accepted on l (a listener in the
+// sandbox's namespace, at 127.0.0.1:port or [::1]:port there) to port on
+// the host's loopback: what --allow-net localhost:PORT shows. It returns
+// at once; Close stops it.
+func (e *Engine) ServeLocal(l net.Listener, port uint16) {
+	e.mu.Lock()
+	e.listeners = append(e.listeners, l)
+	e.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					e.log.Debug("network: local accept", zap.Error(err))
+				}
+				return
+			}
+			if !e.acquire() {
+				c.Close()
+				continue
+			}
+			e.local.Add(1)
+			go func() {
+				defer e.release()
+				defer c.Close()
+				target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+				up, err := e.dial(e.ctx, "tcp", target)
+				if err != nil {
+					up, err = e.dial(e.ctx, "tcp", net.JoinHostPort("::1", strconv.Itoa(int(port))))
+				}
+				if err != nil {
+					e.log.Debug("network: localhost port", zap.Uint16("port", port), zap.Error(err))
+					return
+				}
+				defer up.Close()
+				spliceNoFirst(c, up)
+			}()
+		}
+	}()
+}
+
+func spliceNoFirst(c, up net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(c, up)
+		if cw, ok := c.(closeWriter); ok {
+			_ = cw.CloseWrite()
+		}
+	}()
+	_, _ = io.Copy(up, c)
+	if cw, ok := up.(closeWriter); ok {
+		_ = cw.CloseWrite()
+	}
+	<-done
+}

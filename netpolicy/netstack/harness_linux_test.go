@@ -1,0 +1,497 @@
+package netstack
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// The test network, all inside namespaces of the test process (nothing
+// leaves this machine). TestMain re-executes the test binary in a new
+// network (and mount) namespace, "the host", as real root or as root of a
+// new user namespace (ROOTFS_NETTEST_USERNS=1), which is how rootfs runs
+// without root. There:
+//
+//	sandbox netns                 host netns (rootfs, P1)            world netns
+//	rfs0 10.0.2.100/24  --TUN-->  engine  -- h0 198.51.100.2/24 ---  w0 198.51.100.1/24
+//	lo (127.0.0.1:5432 listener    lo: 127.0.0.1:5432 "database"        203.0.113.1/24   "the internet"
+//	    relayed by the engine)     0.0.0.0:8080 (host's own address)    203.0.113.53     test DNS server
+//	                                                                   192.168.77.1/24  "a LAN"
+//	                                                                   169.254.169.254/16 "metadata"
+//
+// World serves HTTP on :80 (all its addresses), HTTPS on :443, UDP echo
+// on :4433.
+const (
+	envChild  = "ROOTFS_NETTEST_CHILD"
+	envUserns = "ROOTFS_NETTEST_USERNS"
+)
+
+var (
+	internet = netip.MustParseAddr("203.0.113.1")
+	dnsAddr  = netip.MustParseAddr("203.0.113.53")
+	lan      = netip.MustParseAddr("192.168.77.1")
+	metadata = netip.MustParseAddr("169.254.169.254")
+	hostAddr = netip.MustParseAddr("198.51.100.2")
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) == "" && os.Geteuid() == 0 && len(os.Args) > 0 {
+		// Re-exec in private namespaces: the tests build their network
+		// there, never in the machine's.
+		rc := 0
+		for _, userns := range []bool{false, true} {
+			cmd := exec.Command(os.Args[0], os.Args[1:]...)
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			cmd.Env = append(os.Environ(), envChild+"=1")
+			flags := uintptr(syscall.CLONE_NEWNET | syscall.CLONE_NEWNS)
+			if userns {
+				cmd.Env = append(cmd.Env, envUserns+"=1")
+				flags |= syscall.CLONE_NEWUSER
+				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags,
+					UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+					GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}}
+			} else {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags}
+			}
+			fmt.Printf("=== network namespace harness (user namespace: %v)\n", userns)
+			if err := cmd.Run(); err != nil {
+				rc = 1
+			}
+		}
+		os.Exit(rc)
+	}
+	os.Exit(m.Run())
+}
+
+// nsPath is the network namespace of pid, or the host's (the test
+// process's, opened at start: /proc/PID/ns/net follows the main thread,
+// which a locked goroutine may have moved) for hostPID.
+func nsPath(pid int) string {
+	if pid == hostPID {
+		return hostNS
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", pid)
+}
+
+// hostPID stands for the test process's own network namespace: rootfs's,
+// where --host-network would leave the server (the negative control).
+const hostPID = -1
+
+var hostNS = func() string {
+	fd, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY, 0)
+	if err != nil {
+		return "/proc/self/ns/net"
+	}
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd)
+}()
+
+// inNS runs f on a new thread in the network namespace of pid (or
+// hostPID), and returns what it returns. The thread is never reused.
+func inNS[T any](t testing.TB, pid int, f func() T) T {
+	t.Helper()
+	ch := make(chan T, 1)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		{
+			fd, err := unix.Open(nsPath(pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				errc <- err
+				return
+			}
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+			if err != nil {
+				errc <- err
+				return
+			}
+		}
+		ch <- f()
+	}()
+	select {
+	case v := <-ch:
+		return v
+	case err := <-errc:
+		t.Fatalf("enter netns of %d: %v", pid, err)
+	}
+	panic("unreachable")
+}
+
+// anchor starts a process in a new network namespace and returns its pid;
+// the test's cleanup ends it.
+func anchor(t testing.TB) int {
+	t.Helper()
+	cmd, err := startAnchor()
+	if err != nil {
+		t.Fatalf("network namespace: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// forks runs on one thread locked for the life of the process: a death
+// signal follows the thread that forked, and inNS ends its threads.
+var forks = make(chan func())
+
+func init() {
+	go func() {
+		runtime.LockOSThread()
+		for f := range forks {
+			f()
+		}
+	}()
+}
+
+// startAnchor starts "sleep" in a new network namespace, killed with the
+// test process.
+func startAnchor() (*exec.Cmd, error) {
+	cmd := exec.Command("sleep", "3600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	errc := make(chan error)
+	forks <- func() { errc <- cmd.Start() }
+	return cmd, <-errc
+}
+
+func run(t testing.TB, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+type world struct {
+	pid int
+}
+
+var theWorld *world
+
+// setupWorld builds the host's and the world's side once per process.
+func setupWorld(t testing.TB) *world {
+	t.Helper()
+	if os.Getenv(envChild) == "" {
+		t.Skip("needs root: the network tests run in namespaces of their own (re-exec as root)")
+	}
+	if theWorld != nil {
+		return theWorld
+	}
+	if err := linux.LoopbackUp(); err != nil {
+		t.Fatal(err)
+	}
+	w := &world{pid: anchorForever(t)}
+	p := fmt.Sprint(w.pid)
+	run(t, "ip", "link", "add", "h0", "type", "veth", "peer", "name", "w0", "netns", p)
+	run(t, "ip", "addr", "add", hostAddr.String()+"/24", "dev", "h0")
+	run(t, "ip", "link", "set", "h0", "up")
+	run(t, "ip", "route", "add", "default", "via", "198.51.100.1")
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", "198.51.100.1/24", "dev", "w0"},
+		{"addr", "add", internet.String() + "/24", "dev", "w0"},
+		{"addr", "add", dnsAddr.String() + "/32", "dev", "w0"},
+		{"addr", "add", lan.String() + "/24", "dev", "w0"},
+		{"addr", "add", metadata.String() + "/16", "dev", "w0"},
+		{"link", "set", "w0", "up"},
+	} {
+		run(t, "nsenter", append([]string{"-t", p, "-n", "ip"}, args...)...)
+	}
+	// The world's services.
+	inNS(t, w.pid, func() error {
+		l, err := net.Listen("tcp4", ":80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go http.Serve(l, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(rw, "world %s host %s\n", r.Context().Value(http.LocalAddrContextKey), r.Host)
+		}))
+		lt, err := net.Listen("tcp4", ":443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(rw, "tls world sni %s\n", r.TLS.ServerName)
+		}))
+		ts.Listener.Close()
+		ts.Listener = lt
+		ts.StartTLS()
+		u, err := net.ListenPacket("udp4", internet.String()+":4433")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			b := make([]byte, 2048)
+			for {
+				n, from, err := u.ReadFrom(b)
+				if err != nil {
+					return
+				}
+				u.WriteTo(append([]byte("echo "), b[:n]...), from)
+			}
+		}()
+		d, err := net.ListenPacket("udp4", dnsAddr.String()+":53")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go dns.ActivateAndServe(nil, d, dns.HandlerFunc(zone))
+		dt, err := net.Listen("tcp4", dnsAddr.String()+":53")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go dns.ActivateAndServe(dt, nil, dns.HandlerFunc(zone))
+		return nil
+	})
+	// The host's own: a loopback "database" and a service on every address.
+	for _, a := range []string{"127.0.0.1:5432", ":8080"} {
+		l, err := net.Listen("tcp4", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go serveLine(l, "host "+a)
+	}
+	theWorld = w
+	return w
+}
+
+// anchorForever is anchor without cleanup: the world lives as long as
+// the test process (its death signal ends it).
+func anchorForever(t testing.TB) int {
+	cmd, err := startAnchor()
+	if err != nil {
+		t.Fatalf("network namespace: %v", err)
+	}
+	return cmd.Process.Pid
+}
+
+func serveLine(l net.Listener, line string) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			fmt.Fprintln(c, line)
+			c.Close()
+		}()
+	}
+}
+
+var records = map[string][]string{
+	"www.internet.test.":   {"203.0.113.1"},
+	"other.internet.test.": {"203.0.113.1"},
+	"db.lan.test.":         {"192.168.77.1"},
+	"rebind-lo.test.":      {"127.0.0.1"},
+	"rebind-meta.test.":    {"169.254.169.254"},
+	"mixed.test.":          {"192.168.77.1", "203.0.113.1"},
+}
+
+func init() {
+	for i := range 60 { // an answer larger than 512 bytes
+		records["big.test."] = append(records["big.test."], fmt.Sprintf("203.0.113.%d", 100+i))
+	}
+}
+
+func zone(w dns.ResponseWriter, r *dns.Msg) {
+	m := new(dns.Msg)
+	m.SetReply(r)
+	defer func() {
+		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
+			size := dns.MinMsgSize
+			if o := r.IsEdns0(); o != nil {
+				size = int(o.UDPSize())
+			}
+			m.Truncate(size) // as a real server does
+		}
+		w.WriteMsg(m)
+	}()
+	q := r.Question[0]
+	addrs, ok := records[strings.ToLower(q.Name)]
+	if !ok {
+		m.Rcode = dns.RcodeNameError
+	}
+	if q.Qtype == dns.TypeA {
+		for _, a := range addrs {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
+		}
+	}
+}
+
+// sandbox is one sandbox network namespace with its engine.
+type sandbox struct {
+	pid int
+	eng *Engine
+}
+
+func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
+	t.Helper()
+	setupWorld(t)
+	o.HostAddrs = append(o.HostAddrs, hostAddr)
+	pol, err := netpolicy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &sandbox{pid: anchor(t)}
+	type made struct {
+		tun   *os.File
+		local []net.Listener
+		err   error
+	}
+	m := inNS(t, sb.pid, func() made {
+		if err := linux.LoopbackUp(); err != nil {
+			return made{err: err}
+		}
+		tun, err := linux.CreateTUN(DeviceName)
+		if err != nil {
+			return made{err: err}
+		}
+		if err := linux.ConfigureLink(DeviceName, SandboxAddr, Gateway, MTU); err != nil {
+			return made{err: err}
+		}
+		var ls []net.Listener
+		for _, p := range pol.LocalPorts() {
+			l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				return made{err: err}
+			}
+			ls = append(ls, l)
+		}
+		return made{tun: tun, local: ls}
+	})
+	if m.err != nil {
+		t.Fatal(m.err)
+	}
+	eng, err := New(m.tun, Options{Policy: pol, Logger: zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)), Upstream: dnsAddr.String() + ":53"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pol.LocalPorts() {
+		eng.ServeLocal(m.local[i], p)
+	}
+	t.Cleanup(func() { eng.Close() })
+	sb.eng = eng
+	return sb
+}
+
+// result of one attempt: the first line the service sent, or the error.
+type result struct {
+	line string
+	err  error
+}
+
+func (r result) reached() bool { return r.err == nil && r.line != "" }
+
+func (r result) String() string {
+	if r.err != nil {
+		return "error: " + r.err.Error()
+	}
+	return "reached: " + r.line
+}
+
+// resolve asks the sandbox's resolver (the gateway) for name's A records,
+// from inside the sandbox. The error is the rcode for a refusal.
+func resolve(name string) ([]string, error) {
+	c := &dns.Client{Timeout: 3 * time.Second}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	r, _, err := c.Exchange(m, Gateway.String()+":53")
+	if err != nil {
+		return nil, err
+	}
+	if r.Rcode != dns.RcodeSuccess {
+		return nil, fmt.Errorf("dns %s", dns.RcodeToString[r.Rcode])
+	}
+	var out []string
+	for _, rr := range r.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			out = append(out, a.A.String())
+		}
+	}
+	return out, nil
+}
+
+// attempt connects to dst (NAME:PORT, resolved through the sandbox's DNS
+// when pid is a sandbox, through the test zone directly otherwise; or
+// ADDR:PORT), speaks HTTP (or TLS with SNI sni when tlsName is set) and
+// returns the first line.
+func attempt(t *testing.T, pid int, sandboxed bool, dst string, sni string) result {
+	return inNS(t, pid, func() result {
+		host, port, _ := net.SplitHostPort(dst)
+		if _, err := netip.ParseAddr(host); err != nil {
+			var addrs []string
+			if sandboxed {
+				addrs, err = resolve(host)
+				if err != nil {
+					return result{err: err}
+				}
+			} else {
+				addrs = records[dns.Fqdn(host)]
+			}
+			if len(addrs) == 0 {
+				return result{err: fmt.Errorf("no address")}
+			}
+			// As clients do: the first address that answers.
+			var last result
+			for _, a := range addrs {
+				last = connect(net.JoinHostPort(a, port), host, sni)
+				if last.reached() {
+					break
+				}
+			}
+			return last
+		}
+		return connect(dst, host, sni)
+	})
+}
+
+func connect(addr, host, sni string) result {
+	c, err := net.DialTimeout("tcp4", addr, 3*time.Second)
+	if err != nil {
+		return result{err: err}
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if sni != "" {
+		tc := tls.Client(c, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
+		fmt.Fprintf(tc, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", sni)
+		return readResult(tc)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	if port == "80" {
+		fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", host)
+	}
+	return readResult(c)
+}
+
+func readResult(c net.Conn) result {
+	br := bufio.NewReader(c)
+	var last string
+	for {
+		l, err := br.ReadString('\n')
+		if strings.TrimSpace(l) != "" {
+			last = strings.TrimSpace(l)
+		}
+		if err != nil {
+			if last != "" {
+				return result{line: last}
+			}
+			return result{err: err}
+		}
+	}
+}

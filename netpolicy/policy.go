@@ -1,0 +1,327 @@
+package netpolicy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// ErrEverything is a set of flags that refuses nothing: a --net-only
+// without a destination, say.
+var ErrEverything = errors.New("bad network policy")
+
+// Options are the flags, as given. The zero value is the default policy.
+type Options struct {
+	// Allow are --allow-net patterns: they add to what is allowed.
+	Allow []string
+	// Deny are --deny-net patterns: they take away, before anything allows.
+	Deny []string
+	// Only are --net-only patterns: when non-empty, nothing but these and
+	// Allow is reached (the default classes no longer allow anything).
+	Only []string
+	// HostAddrs are the host's own addresses (its interfaces'), refused
+	// like its loopback: a service listening on every interface is reached
+	// through them. nil means none known.
+	HostAddrs []netip.Addr
+}
+
+// Policy is the parsed, immutable policy. Its methods are safe for
+// concurrent use.
+type Policy struct {
+	allow, deny []Rule
+	only        bool
+	hostAddrs   []netip.Addr
+	nameRules   bool // some rule matches by name
+	prefixAllow bool // some allow rule matches by address
+}
+
+// New parses o. The error is the first bad pattern, naming its flag.
+func New(o Options) (*Policy, error) {
+	p := &Policy{only: len(o.Only) > 0}
+	for _, l := range []struct {
+		flag string
+		pats []string
+		dst  *[]Rule
+	}{{"--net-only", o.Only, &p.allow}, {"--allow-net", o.Allow, &p.allow}, {"--deny-net", o.Deny, &p.deny}} {
+		for _, s := range l.pats {
+			r, err := ParseRule(s)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", l.flag, err)
+			}
+			if r.Kind == LocalPort && l.dst == &p.deny {
+				return nil, fmt.Errorf("%s: %w %q: the host's loopback is refused already; localhost:PORT is for --allow-net", l.flag, ErrBadRule, s)
+			}
+			switch r.Kind {
+			case Domain, Wildcard:
+				p.nameRules = true
+			case Prefix:
+				if l.dst == &p.allow {
+					p.prefixAllow = true
+				}
+			}
+			*l.dst = append(*l.dst, r)
+		}
+	}
+	for _, a := range o.HostAddrs {
+		p.hostAddrs = append(p.hostAddrs, a.Unmap().WithZone(""))
+	}
+	return p, nil
+}
+
+// HasNameRules reports whether some rule matches by name: then a
+// connection's SNI or Host can change its decision even when no name
+// resolved to its address.
+func (p *Policy) HasNameRules() bool { return p.nameRules }
+
+// LocalPorts are the host loopback ports of the localhost:PORT rules,
+// sorted, without repeats.
+func (p *Policy) LocalPorts() []uint16 {
+	var out []uint16
+	for _, r := range p.allow {
+		if r.Kind == LocalPort {
+			out = append(out, r.Port)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// NameRules are the Domain rules of --allow-net and --net-only (the
+// names to check at start).
+func (p *Policy) NameRules() []Rule {
+	var out []Rule
+	for _, r := range p.allow {
+		if r.Kind == Domain {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Query is one connection to judge.
+type Query struct {
+	Addr netip.Addr // destination
+	Port uint16     // destination port; 0 only from DecideName (any port)
+	// Names resolved through rootfs to Addr (see Table), lower case.
+	Names []string
+	// ServerName is the TLS SNI or HTTP Host the sandbox sent, "" if none
+	// (not TLS or HTTP, not peeked, or none sent).
+	ServerName string
+	// UDP: a datagram flow other than DNS to the gateway.
+	UDP bool
+}
+
+// Decision is the verdict on a Query.
+type Decision struct {
+	Allow bool
+	// Reason says why, in a few words ("private address (RFC 1918)",
+	// "allowed by --allow-net *.example.com").
+	Reason string
+	// Hint is the flag that would allow a refused query, "" when none
+	// would (a --deny-net refused it: drop that).
+	Hint string
+}
+
+// Decide judges q; see the package doc for the order.
+func (p *Policy) Decide(q Query) Decision {
+	return p.decide(q, false)
+}
+
+func (p *Policy) decide(q Query, dns bool) Decision {
+	a := q.Addr.Unmap().WithZone("")
+	sn := CanonName(q.ServerName)
+	allowNames, denyNames := q.Names, q.Names
+	agree := true
+	if sn != "" {
+		if slices.Contains(q.Names, sn) {
+			allowNames, denyNames = []string{sn}, []string{sn}
+		} else {
+			agree = false
+			allowNames, denyNames = nil, append(slices.Clone(q.Names), sn)
+		}
+	}
+	for i := range p.deny {
+		r := &p.deny[i]
+		if dns && r.Port != 0 {
+			continue // a port's refusal does not hide the name
+		}
+		if !r.matchPort(q.Port) {
+			continue
+		}
+		if r.Kind == Prefix && r.Prefix.Contains(a) || slices.ContainsFunc(denyNames, r.matchName) {
+			return Decision{Reason: "refused by --deny-net " + r.Text}
+		}
+	}
+	for i := range p.allow {
+		r := &p.allow[i]
+		if !r.matchPort(q.Port) {
+			continue
+		}
+		if r.Kind == Prefix && r.Prefix.Contains(a) || slices.ContainsFunc(allowNames, r.matchName) ||
+			r.Kind == LocalPort && a.IsLoopback() && q.Port == r.Port {
+			return Decision{Allow: true, Reason: "allowed by " + p.allowFlag() + " " + r.Text}
+		}
+	}
+	class, refused := p.Classify(a)
+	var d Decision
+	switch {
+	case p.only:
+		d = Decision{Reason: "not in --net-only (" + class + ")"}
+	case refused:
+		d = Decision{Reason: class}
+	case q.UDP:
+		d = Decision{Reason: "UDP other than DNS (" + class + ")"}
+	default:
+		return Decision{Allow: true, Reason: class}
+	}
+	if !agree && len(q.Names) > 0 {
+		d.Reason += fmt.Sprintf("; %s %q is not a name that resolved to %s (%s)", serverNameKind(q), sn, a, strings.Join(q.Names, ", "))
+	}
+	d.Hint = p.hint(q, a, sn)
+	return d
+}
+
+func serverNameKind(q Query) string {
+	if q.UDP {
+		return "name"
+	}
+	return "TLS SNI or HTTP Host"
+}
+
+func (p *Policy) allowFlag() string {
+	if p.only {
+		return "--net-only/--allow-net"
+	}
+	return "--allow-net"
+}
+
+// hint is the --allow-net pattern that would allow q: by name when one
+// was used, else by address; with the port unless q is any port.
+func (p *Policy) hint(q Query, a netip.Addr, sn string) string {
+	host := ""
+	switch {
+	case a.IsLoopback() && q.Port != 0:
+		host = "localhost"
+	case sn != "":
+		host = sn
+	case len(q.Names) > 0:
+		host = q.Names[0]
+	case a.Is6() && q.Port != 0:
+		host = "[" + a.String() + "]"
+	default:
+		host = a.String()
+	}
+	if q.Port != 0 {
+		host = fmt.Sprintf("%s:%d", host, q.Port)
+	}
+	return "--allow-net " + host
+}
+
+type class struct {
+	p      netip.Prefix
+	name   string
+	refuse bool
+}
+
+var classes = func() []class {
+	mk := func(s, name string) class { return class{netip.MustParsePrefix(s), name, true} }
+	return []class{
+		mk("169.254.169.254/32", "cloud metadata address (link-local)"),
+		mk("255.255.255.255/32", "broadcast"),
+		mk("0.0.0.0/8", `"this network" (0.0.0.0/8, the host's own)`),
+		mk("127.0.0.0/8", "host loopback"),
+		mk("10.0.0.0/8", "private address (RFC 1918)"),
+		mk("172.16.0.0/12", "private address (RFC 1918)"),
+		mk("192.168.0.0/16", "private address (RFC 1918)"),
+		mk("100.64.0.0/10", "shared address (CGNAT, RFC 6598)"),
+		mk("169.254.0.0/16", "link-local address"),
+		mk("192.0.0.0/24", "IETF protocol assignment (RFC 6890)"),
+		mk("198.18.0.0/15", "benchmarking address (RFC 2544)"),
+		mk("224.0.0.0/4", "multicast"),
+		mk("240.0.0.0/4", "reserved address (240/4)"),
+		mk("::/128", "unspecified address (the host's own)"),
+		mk("::1/128", "host loopback"),
+		mk("fc00::/7", "private address (IPv6 ULA)"),
+		mk("fe80::/10", "link-local address"),
+		mk("ff00::/8", "multicast"),
+	}
+}()
+
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// Classify names the class of a and reports whether the default refuses it.
+func (p *Policy) Classify(a netip.Addr) (name string, refused bool) {
+	a = a.Unmap().WithZone("")
+	if !a.IsValid() {
+		return "invalid address", true
+	}
+	if slices.Contains(p.hostAddrs, a) {
+		return "the host's own address", true
+	}
+	if nat64.Contains(a) { // judged as the IPv4 address it carries
+		b := a.As16()
+		v4 := netip.AddrFrom4([4]byte(b[12:]))
+		if n, r := p.Classify(v4); r {
+			return n + " (through NAT64)", true
+		}
+	}
+	for _, c := range classes {
+		if c.p.Contains(a) {
+			return c.name, c.refuse
+		}
+	}
+	return "public internet", false
+}
+
+// MayResolve reports whether a DNS query for name can lead anywhere, so
+// that it is worth asking the upstream resolver: not when a --deny-net
+// rule names it, nor under --net-only when no rule names it and no rule
+// allows by address. It keeps DNS itself inside the policy (no query for
+// a name the policy refuses leaves the host).
+func (p *Policy) MayResolve(name string) Decision {
+	name = CanonName(name)
+	names := []string{name}
+	for i := range p.deny {
+		if r := &p.deny[i]; r.Port == 0 && r.matchName(name) {
+			return Decision{Reason: "refused by --deny-net " + r.Text}
+		}
+	}
+	if !p.only || p.prefixAllow {
+		return Decision{Allow: true}
+	}
+	for i := range p.allow {
+		if slices.ContainsFunc(names, p.allow[i].matchName) {
+			return Decision{Allow: true}
+		}
+	}
+	return Decision{Reason: "not in --net-only", Hint: "--allow-net " + name}
+}
+
+// DecideName judges a DNS answer: name resolved to addrs. keep are the
+// addresses the sandbox may be told (those some port of which would be
+// allowed for name); when addrs is not empty and keep is, the name is
+// refused (a name that resolves only to the host's private side is DNS
+// rebinding, or a LAN name not allowed) and d says why and how to allow
+// it. An empty answer passes as it is.
+func (p *Policy) DecideName(name string, addrs []netip.Addr) (keep []netip.Addr, d Decision) {
+	name = CanonName(name)
+	if d := p.MayResolve(name); !d.Allow {
+		return nil, d
+	}
+	var first Decision
+	for _, a := range addrs {
+		d := p.decide(Query{Addr: a, Names: []string{name}}, true)
+		if d.Allow {
+			keep = append(keep, a)
+		} else if first.Reason == "" {
+			first = d
+		}
+	}
+	if len(addrs) > 0 && len(keep) == 0 {
+		first.Reason = fmt.Sprintf("resolves only to refused addresses (%s: %s)", addrs[0], first.Reason)
+		return nil, first
+	}
+	return keep, Decision{Allow: true}
+}

@@ -1,0 +1,93 @@
+package session
+
+// The network plane: by default the server's network namespace has one
+// link, a TUN device that P2 hands to P1, where a userspace stack
+// (netpolicy/netstack) applies the policy to every connection and DNS
+// question (see package netpolicy).
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/netpolicy"
+	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
+)
+
+// NetOptions say what the server may reach. The zero value is the
+// default policy: the public internet, not the host's private side.
+type NetOptions struct {
+	// Allow, Deny and Only are --allow-net, --deny-net and --net-only's
+	// patterns (netpolicy.Options).
+	Allow, Deny, Only []string
+	// Host shares the host's network namespace, unfiltered.
+	Host bool
+}
+
+// NetPolicy checks the network options against each other and against
+// noNetwork and parses the patterns: nil without error means no filtered
+// network (Host or noNetwork). host are the host's own addresses
+// (netpolicy.Options.HostAddrs).
+func NetPolicy(noNetwork bool, o NetOptions, host []netip.Addr) (*netpolicy.Policy, error) {
+	rules := len(o.Allow) + len(o.Deny) + len(o.Only)
+	switch {
+	case o.Host && noNetwork:
+		return nil, fmt.Errorf("%w: --host-network and --no-network exclude each other", ErrUsage)
+	case (o.Host || noNetwork) && rules > 0:
+		flag := "--host-network"
+		if noNetwork {
+			flag = "--no-network"
+		}
+		return nil, fmt.Errorf("%w: %s leaves nothing for --allow-net, --deny-net or --net-only to filter", ErrUsage, flag)
+	case o.Host || noNetwork:
+		return nil, nil
+	}
+	p, err := netpolicy.New(netpolicy.Options{Allow: o.Allow, Deny: o.Deny, Only: o.Only, HostAddrs: host})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	return p, nil
+}
+
+// netSpec is the sandbox side of p: nil for the host's network.
+func netSpec(p *netpolicy.Policy) *mountmgr.NetSpec {
+	if p == nil {
+		return nil
+	}
+	return &mountmgr.NetSpec{Device: netstack.DeviceName, Addr: netstack.SandboxAddr, Gateway: netstack.Gateway,
+		MTU: netstack.MTU, LocalPorts: p.LocalPorts()}
+}
+
+// hostAddrs are the addresses of the host's interfaces.
+func hostAddrs() []netip.Addr {
+	var host []netip.Addr
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			host = append(host, p.Addr())
+		}
+	}
+	return host
+}
+
+// netDescription says in one line what the server may reach.
+func netDescription(o NetOptions) string {
+	var b strings.Builder
+	if len(o.Only) > 0 {
+		b.WriteString("only " + strings.Join(o.Only, ", "))
+	} else {
+		b.WriteString("the public internet, not the host's private side")
+	}
+	if len(o.Allow) > 0 {
+		b.WriteString("; also " + strings.Join(o.Allow, ", "))
+	}
+	if len(o.Deny) > 0 {
+		b.WriteString("; never " + strings.Join(o.Deny, ", "))
+	}
+	return b.String()
+}

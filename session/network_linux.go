@@ -1,0 +1,60 @@
+package session
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
+)
+
+// startNetwork runs, in P1, the engine on the sandbox's TUN device and
+// relays its localhost ports. The returned stop closes it all; files are
+// the engine's from here, also on error. Refusals also go to refused (the
+// audit stream), when it is not nil.
+func startNetwork(o NetOptions, files *mountmgr.NetFiles, refused func(netstack.Refusal), log *zap.Logger) (stop func(), err error) {
+	if files.TUN == nil {
+		log.Warn("network: the server has no network (as with --no-network): the sandbox cannot use /dev/net/tun here; make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network to share the host's, unfiltered",
+			zap.String("error", files.Unavailable))
+		files.Close()
+		return func() {}, nil
+	}
+	pol, err := NetPolicy(false, o, hostAddrs())
+	if err != nil {
+		files.Close()
+		return nil, err
+	}
+	eng, err := netstack.New(files.TUN, netstack.Options{Policy: pol, Logger: log, Refused: refused})
+	if err != nil {
+		files.Close()
+		return nil, err
+	}
+	for _, l := range files.Local {
+		nl, err := net.FileListener(l.File)
+		l.File.Close()
+		if err != nil {
+			log.Warn("network: localhost port", zap.Uint16("port", l.Port), zap.Error(err))
+			continue
+		}
+		eng.ServeLocal(nl, l.Port)
+	}
+	// An --allow-net name that does not resolve now is worth a warning,
+	// not a failure (it may later); off the start-up path.
+	go func() {
+		for _, r := range pol.NameRules() {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			if _, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", r.Name); err != nil {
+				log.Warn("network: an allowed name does not resolve now", zap.String("rule", r.Text), zap.Error(err))
+			}
+			cancel()
+		}
+	}()
+	return func() {
+		st := eng.Stats()
+		eng.Close()
+		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
+	}, nil
+}
