@@ -45,4 +45,3 @@ func (n *NetSpec) validate() error {
 func (n *NetSpec) ResolvConf() string {
 	return "# rootfs: the sandbox's only resolver, which applies the network policy\nnameserver " + n.Gateway.String() + "\noptions edns0\n"
 }
-
