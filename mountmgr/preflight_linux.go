@@ -25,7 +25,7 @@ import (
 func Preflight() []Finding {
 	var out []Finding
 	out = append(out, probeNamespaces())
-	out = append(out, FUSEFinding())
+	out = append(out, FUSEFinding(), tunFinding())
 	if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
 		out = append(out, Finding{Name: "seccomp", Fatal: true, Detail: "seccomp unavailable: " + errText(err), Fix: "use a kernel built with CONFIG_SECCOMP_FILTER"})
 	} else if mode != 0 {
@@ -48,6 +48,19 @@ func Preflight() []Finding {
 			Fix: "use Linux 6.12+ with landlock in the lsm= list, or pass --no-network"})
 	}
 	return out
+}
+
+// tunFinding checks that this process can open /dev/net/tun, which the
+// sandbox's own network needs (without it the server gets loopback only).
+// Not fatal: the server still runs.
+func tunFinding() Finding {
+	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
+	if err == nil {
+		f.Close()
+		return Finding{Name: "network", OK: true, Detail: "/dev/net/tun opens: the server gets its own network, filtered by rootfs"}
+	}
+	return Finding{Name: "network", Detail: "/dev/net/tun: " + errText(err) + ": the server would get loopback only",
+		Fix: "modprobe tun, and make /dev/net/tun mode 0666 (as Debian and Ubuntu ship it), or pass --host-network to share the host's network unfiltered"}
 }
 
 // FUSEFinding checks that this process can open /dev/fuse read-write,

@@ -2,6 +2,7 @@ package mountmgr
 
 import (
 	"errors"
+	"os"
 	"testing"
 )
 
@@ -22,4 +23,21 @@ func containsNewline(s string) bool {
 		}
 	}
 	return false
+}
+
+// TestTunFinding: rootfs doctor says whether the sandbox's own network can
+// work here; a machine without a usable /dev/net/tun gets the fix, never
+// a failure (the server still runs, with loopback only).
+func TestTunFinding(t *testing.T) {
+	f := tunFinding()
+	if f.Fatal {
+		t.Errorf("%+v: never fatal", f)
+	}
+	if _, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0); err == nil {
+		if !f.OK {
+			t.Errorf("%+v: /dev/net/tun opens here", f)
+		}
+	} else if f.OK || f.Fix == "" {
+		t.Errorf("%+v: /dev/net/tun does not open here (%v), want the fix", f, err)
+	}
 }
