@@ -4,9 +4,11 @@ package mountmgr
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -91,6 +93,28 @@ func TestPlan(t *testing.T) {
 		})
 	}
 
+	// With its own network the sandbox's resolv.conf is rootfs's, written
+	// into /etc, and the host's is not bound.
+	netted := flat
+	netted.EtcFiles = []string{"resolv.conf"}
+	netted.Net = &NetSpec{Device: "rfs0", Addr: netip.MustParsePrefix("10.0.2.100/24"), Gateway: netip.MustParseAddr("10.0.2.2"), MTU: 1500}
+	ops, err := plan(&netted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var etc []string
+	for _, op := range ops {
+		if strings.HasPrefix(op.dest, "/etc/") {
+			etc = append(etc, op.kind.String()+" "+op.dest)
+			if op.kind == opFile && !strings.Contains(op.data, "nameserver 10.0.2.2") {
+				t.Errorf("resolv.conf %q, want the gateway", op.data)
+			}
+		}
+	}
+	if !slices.Equal(etc, []string{"file /etc/resolv.conf"}) {
+		t.Errorf("/etc with a network: %q, want only rootfs's resolv.conf", etc)
+	}
+
 	bad := host
 	bad.TmpRoots = []string{"../etc"}
 	if _, err := plan(&bad); !errors.Is(err, ErrBadSpec) {
@@ -101,7 +125,7 @@ func TestPlan(t *testing.T) {
 // TestOpKindNames: every kind has its own name, the one errors print.
 func TestOpKindNames(t *testing.T) {
 	seen := map[string]opKind{}
-	for k := opRootBind; k <= opTmpAttach; k++ {
+	for k := opRootBind; k <= opFile; k++ {
 		n := k.String()
 		if prev, ok := seen[n]; ok || n == "" {
 			t.Errorf("kind %d is named %q, as kind %d", k, n, prev)
