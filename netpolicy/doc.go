@@ -25,7 +25,10 @@
 //  1. a --deny-net rule matching the address or any of the names: refused;
 //  2. an --allow-net (or --net-only) rule matching the address, or
 //     matching a name that resolved to it, which the SNI/Host, when sent,
-//     must agree with (be one of those names): allowed;
+//     must agree with (be one of those names): allowed; but a name never
+//     allows the host's loopback or a link-local address (the metadata
+//     service): whoever answers for an allowed name could point it there,
+//     so only an address rule or localhost:PORT reaches them;
 //  3. with --net-only: refused; otherwise the address's class decides:
 //     the public internet is allowed; the host's loopback and own
 //     addresses, "this network" (0/8), private ranges (RFC 1918, CGNAT

@@ -154,12 +154,16 @@ func (p *Policy) decide(q Query, dns bool) Decision {
 			return Decision{Reason: "refused by --deny-net " + r.Text}
 		}
 	}
+	// A name never allows the host's loopback or a link-local address (the
+	// metadata service): whoever answers for an allowed name could point
+	// it there (DNS rebinding). Only an address rule or localhost:PORT does.
+	byName := !nameProof(a)
 	for i := range p.allow {
 		r := &p.allow[i]
 		if !r.matchPort(q.Port) {
 			continue
 		}
-		if r.Kind == Prefix && r.Prefix.Contains(a) || slices.ContainsFunc(allowNames, r.matchName) ||
+		if r.Kind == Prefix && r.Prefix.Contains(a) || byName && slices.ContainsFunc(allowNames, r.matchName) ||
 			r.Kind == LocalPort && a.IsLoopback() && q.Port == r.Port {
 			return Decision{Allow: true, Reason: "allowed by " + p.allowFlag() + " " + r.Text}
 		}
@@ -204,6 +208,11 @@ func (p *Policy) hint(q Query, a netip.Addr, sn string) string {
 	switch {
 	case a.IsLoopback() && q.Port != 0:
 		host = "localhost"
+	case nameProof(a):
+		host = a.String() // no name allows it (see decide)
+		if a.Is6() && q.Port != 0 {
+			host = "[" + host + "]"
+		}
 	case sn != "":
 		host = sn
 	case len(q.Names) > 0:
@@ -250,6 +259,17 @@ var classes = func() []class {
 }()
 
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
+// nameProof reports whether a is an address no name rule allows: the
+// host's loopback and link-local addresses (the cloud metadata service),
+// also embedded in NAT64.
+func nameProof(a netip.Addr) bool {
+	if nat64.Contains(a) {
+		b := a.As16()
+		a = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	return a.IsLoopback() || a.IsLinkLocalUnicast()
+}
 
 // Classify names the class of a and reports whether the default refuses it.
 func (p *Policy) Classify(a netip.Addr) (name string, refused bool) {

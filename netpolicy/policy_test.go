@@ -48,7 +48,10 @@ func TestDecide(t *testing.T) {
 		{name: "broadcast", q: Query{Addr: a("255.255.255.255"), Port: 67}, reason: "broadcast"},
 		{name: "host own", opts: Options{HostAddrs: host}, q: Query{Addr: a("198.51.100.2"), Port: 8080}, reason: "host's own"},
 		{name: "udp public refused", q: Query{Addr: a("203.0.113.10"), Port: 443, UDP: true}, reason: "UDP", hint: "--allow-net 203.0.113.10:443"},
-		{name: "rebinding by name", q: Query{Addr: a("169.254.169.254"), Port: 80, Names: []string{"evil.test"}}, reason: "metadata", hint: "--allow-net evil.test:80"},
+		{name: "rebinding by name", q: Query{Addr: a("169.254.169.254"), Port: 80, Names: []string{"evil.test"}}, reason: "metadata", hint: "--allow-net 169.254.169.254:80"},
+		{name: "an allowed name rebound to the metadata address", opts: Options{Allow: []string{"evil.test"}}, q: Query{Addr: a("169.254.169.254"), Port: 80, Names: []string{"evil.test"}}, reason: "metadata", hint: "--allow-net 169.254.169.254:80"},
+		{name: "an allowed name rebound to loopback", opts: Options{Only: []string{"evil.test"}}, q: Query{Addr: a("127.0.0.1"), Port: 6379, Names: []string{"evil.test"}}, reason: "not in --net-only", hint: "--allow-net localhost:6379"},
+		{name: "an allowed name on the LAN", opts: Options{Allow: []string{"db.lan"}}, q: Query{Addr: a("192.168.1.5"), Port: 5432, Names: []string{"db.lan"}}, allow: true},
 
 		// --allow-net.
 		{name: "allow addr", opts: Options{Allow: []string{"192.168.77.1"}}, q: Query{Addr: a("192.168.77.1"), Port: 80}, allow: true, reason: "--allow-net 192.168.77.1"},
