@@ -24,6 +24,9 @@ type NetOptions struct {
 	Allow, Deny, Only []string
 	// Host shares the host's network namespace, unfiltered.
 	Host bool
+	// DNS is the server ("host:port") asked for the sandbox's names; ""
+	// is the host's first nameserver.
+	DNS string
 }
 
 // NetPolicy checks the network options against each other and against
@@ -41,8 +44,15 @@ func NetPolicy(noNetwork bool, o NetOptions, host []netip.Addr) (*netpolicy.Poli
 			flag = "--no-network"
 		}
 		return nil, fmt.Errorf("%w: %s leaves nothing for --allow-net, --deny-net or --net-only to filter", ErrUsage, flag)
+	case (o.Host || noNetwork) && o.DNS != "":
+		return nil, fmt.Errorf("%w: --net-dns is for the server's own network, which --host-network and --no-network replace", ErrUsage)
 	case o.Host || noNetwork:
 		return nil, nil
+	}
+	if o.DNS != "" {
+		if _, err := netip.ParseAddrPort(o.DNS); err != nil {
+			return nil, fmt.Errorf("%w: --net-dns %q: want an address and port, e.g. 10.0.0.53:53", ErrUsage, o.DNS)
+		}
 	}
 	p, err := netpolicy.New(netpolicy.Options{Allow: o.Allow, Deny: o.Deny, Only: o.Only, HostAddrs: host})
 	if err != nil {

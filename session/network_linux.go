@@ -27,7 +27,7 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, refused func(netstack.
 		files.Close()
 		return nil, err
 	}
-	eng, err := netstack.New(files.TUN, netstack.Options{Policy: pol, Logger: log, Refused: refused})
+	eng, err := netstack.New(files.TUN, netstack.Options{Policy: pol, Logger: log, Refused: refused, Upstream: o.DNS})
 	if err != nil {
 		files.Close()
 		return nil, err

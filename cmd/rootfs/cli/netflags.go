@@ -15,6 +15,7 @@ type NetOptions struct {
 	DenyNet     []string
 	NetOnly     []string
 	HostNetwork bool
+	DNS         string
 }
 
 // AddFlags registers the flags on f.
@@ -22,10 +23,11 @@ func (o *NetOptions) AddFlags(f *pflag.FlagSet) {
 	f.StringArrayVar(&o.AllowNet, "allow-net", nil, "also let the server reach `HOST[:PORT]` (repeatable): a domain, *.domain, an address or a CIDR, e.g. --allow-net db.lan:5432; localhost:PORT shows that port of the host's loopback at the same address inside, e.g. --allow-net localhost:5432")
 	f.StringArrayVar(&o.DenyNet, "deny-net", nil, "refuse `HOST[:PORT]` to the server (repeatable; same patterns as --allow-net; wins over every allow)")
 	f.StringSliceVar(&o.NetOnly, "net-only", nil, "let the server reach nothing but these `HOST[:PORT],...` (and --allow-net's), e.g. --net-only api.github.com,*.githubusercontent.com")
+	f.StringVar(&o.DNS, "net-dns", "", "ask the DNS server at `HOST:PORT` for the server's names (a split-horizon resolver, say) instead of the host's first nameserver in /etc/resolv.conf")
 	f.BoolVar(&o.HostNetwork, "host-network", false, "share the host's network namespace with the server, unfiltered: it reaches the host's loopback services, the LAN and the cloud metadata address")
 }
 
 // options are the session's network options from the flags.
 func (o *NetOptions) options() session.NetOptions {
-	return session.NetOptions{Allow: o.AllowNet, Deny: o.DenyNet, Only: o.NetOnly, Host: o.HostNetwork}
+	return session.NetOptions{Allow: o.AllowNet, Deny: o.DenyNet, Only: o.NetOnly, Host: o.HostNetwork, DNS: o.DNS}
 }
