@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,13 +46,20 @@ type regPkg struct {
 // tarballs), so that npx installs with no outside service.
 func localRegistry(t testing.TB, pkgs []regPkg) *httptest.Server {
 	t.Helper()
+	return localRegistryOn(t, pkgs, "127.0.0.1:0")
+}
+
+// localRegistryOn is localRegistry listening on addr. Tarball URLs name
+// the host the client asked (its Host header), so that a registry reached
+// by a name gives tarballs by that name.
+func localRegistryOn(t testing.TB, pkgs []regPkg, addr string) *httptest.Server {
+	t.Helper()
 	byName := map[string][]regPkg{}
 	tarballs := map[string][]byte{}
 	for _, p := range pkgs {
 		byName[p.name] = append(byName[p.name], p)
 	}
-	var srv *httptest.Server
-	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tgz, ok := tarballs[r.URL.Path]; ok {
 			_, _ = w.Write(tgz)
 			return
@@ -73,7 +81,7 @@ func localRegistry(t testing.TB, pkgs []regPkg) *httptest.Server {
 			sum512 := sha512.Sum512(p.tgz)
 			sum1 := sha1.Sum(p.tgz)
 			m["dist"] = map[string]string{
-				"tarball":   srv.URL + "/-/tarball/" + strings.ReplaceAll(p.name, "/", "%2f") + "/" + p.version + ".tgz",
+				"tarball":   "http://" + r.Host + "/-/tarball/" + strings.ReplaceAll(p.name, "/", "%2f") + "/" + p.version + ".tgz",
 				"shasum":    hex.EncodeToString(sum1[:]),
 				"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sum512[:]),
 			}
@@ -90,6 +98,13 @@ func localRegistry(t testing.TB, pkgs []regPkg) *httptest.Server {
 	for _, p := range pkgs {
 		tarballs["/-/tarball/"+p.name+"/"+p.version+".tgz"] = p.tgz
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("registry: %v", err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -345,10 +360,11 @@ func TestLaunchNpxServerMemoryColdCache(t *testing.T) {
 	}
 	reg := localRegistry(t, lockedPackages(t))
 	registry := reg.URL + "/"
+	allowReg := "localhost:" + reg.URL[strings.LastIndex(reg.URL, ":")+1:] // the host's loopback, at the same URL inside
 	env := map[string]string{"HOME": home, "npm_config_registry": registry, "XDG_STATE_HOME": ""}
 	run := func(flags []string, steps ...step) *transcript {
 		t.Helper()
-		return runTS(t, wrap(rootfs, append([]string{"--setenv", "npm_config_registry"}, flags...), "npx", "-y", memoryPkg),
+		return runTS(t, wrap(rootfs, append([]string{"--setenv", "npm_config_registry", "--allow-net", allowReg}, flags...), "npx", "-y", memoryPkg),
 			scenario{Env: env, Roots: []mcpRoot{}, Cwd: proj, Steps: steps})
 	}
 	create := func(name string) step {
@@ -384,7 +400,7 @@ func TestLaunchNpxServerMemoryColdCache(t *testing.T) {
 		"%s\nstderr:\n%s", second.step(t, "read"), second.stderr)
 	// Without its package npx cannot start the server (it asks the closed
 	// registry once, without retries), and the client says so.
-	d2 := runTSMayFail(t, wrap(rootfs, []string{"--setenv", "npm_config_registry", "--setenv", "npm_config_fetch_retries=0", "--cache-writes", "discard"}, "npx", "-y", memoryPkg),
+	d2 := runTSMayFail(t, wrap(rootfs, []string{"--setenv", "npm_config_registry", "--allow-net", allowReg, "--setenv", "npm_config_fetch_retries=0", "--cache-writes", "discard"}, "npx", "-y", memoryPkg),
 		scenario{Env: env, Roots: []mcpRoot{}, Cwd: proj, Steps: []step{read}})
 	gone := d2.Fatal != ""
 	if !gone {

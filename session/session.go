@@ -119,7 +119,11 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	if err != nil {
 		return nil, err
 	}
-	s.vis.installed("start", first, nil)
+	source := "start"
+	if len(p.Static) == 0 && len(p.Pinned) == 0 {
+		source = "cwd" // standing in until the client's roots arrive
+	}
+	s.vis.installed(source, first, nil)
 	// The view owns first now (view.Close releases it).
 	p.writable.startTable(first, p.Fallback)
 	if err := p.writable.checkBindSources(spec.Binds); err != nil {

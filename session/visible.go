@@ -199,6 +199,13 @@ func (v *visibility) installed(source string, t *rootset.Table, err error) {
 		return
 	}
 	v.alog.Add(audit.Record{Op: audit.OpRoots, Old: old, New: now, Source: source})
+	if source == "cwd" {
+		// The working directory stands in until the client's roots come:
+		// said at debug level, so that a session whose client sends roots
+		// says only its real boundary.
+		v.log.Debug("roots: "+strings.Join(now, ", "), zap.String("from", source))
+		return
+	}
 	if len(now) == 0 {
 		v.log.Info("roots: none now", zap.String("from", source))
 		return

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// hostIPv4 is an address of this host's own that is not loopback, or
+// the test skips: it stands for "a service on the host's private side".
+func hostIPv4(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("this host has no IPv4 address besides loopback to serve the test registry on")
+	return ""
+}
+
+// testDNS answers names[q] for A questions on 127.0.0.1 (UDP and TCP),
+// NXDOMAIN for anything else, standing for the internet's DNS; it
+// returns its address.
+func testDNS(t *testing.T, names map[string]string) string {
+	t.Helper()
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		for _, q := range r.Question {
+			ip, ok := names[strings.TrimSuffix(strings.ToLower(q.Name), ".")]
+			if !ok {
+				m.Rcode = dns.RcodeNameError
+				continue
+			}
+			if q.Qtype == dns.TypeA {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: net.ParseIP(ip)})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	must(t, err)
+	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	must(t, err)
+	udp, tcp := &dns.Server{PacketConn: pc, Handler: h}, &dns.Server{Listener: ln, Handler: h}
+	go udp.ActivateAndServe()
+	go tcp.ActivateAndServe()
+	t.Cleanup(func() { udp.Shutdown(); tcp.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// TestNetworkRegistryByName: a server whose start needs the npm registry
+// (npx from a cold cache) works with --net-only naming the registry, a
+// name the test DNS resolves to a private address of this host. Negative
+// controls: under the default policy the same name is refused (it leads
+// to the host's own address), and with --host-network the same registry
+// is reached by its address.
+func TestNetworkRegistryByName(t *testing.T) {
+	rootfs := buildRootfs(t)
+	nodeBin(t)
+	ip := hostIPv4(t)
+	reg := localRegistryOn(t, lockedPackages(t), ip+":0")
+	port := reg.Listener.Addr().(*net.TCPAddr).Port
+	const name = "registry.rootfs-e2e.test"
+	dnsAddr := testDNS(t, map[string]string{name: ip})
+	create := call("create", "create_entities", map[string]any{"entities": []any{
+		map[string]any{"name": "e", "entityType": "test", "observations": []string{"x"}}}})
+
+	start := func(registry string, flags ...string) *transcript {
+		t.Helper()
+		home, _ := launchHome(t)
+		proj := filepath.Join(filepath.Dir(home), "proj")
+		must(t, os.Mkdir(proj, 0o755))
+		flags = append([]string{"--setenv", "npm_config_registry=" + registry, "--setenv", "npm_config_fetch_retries=0", "--cache-writes", "discard"}, flags...)
+		return runTSMayFail(t, wrap(rootfs, flags, "npx", "-y", memoryPkg),
+			scenario{Env: map[string]string{"HOME": home, "XDG_STATE_HOME": ""}, Roots: []mcpRoot{}, Cwd: proj, Steps: []step{create}, RequestTimeoutMs: 60000})
+	}
+	byName := fmt.Sprintf("http://%s:%d/", name, port)
+	ok := start(byName, "--net-only", name, "--net-dns", dnsAddr)
+	works := ok.Fatal == "" && ok.step(t, "create").succeeded()
+	expect(t, kindWorks, "npx fetches its server from a registry --net-only names, resolved through rootfs", works, "%+v\nstderr:\n%s", ok.Steps, ok.stderr)
+
+	refused := start(byName, "--net-dns", dnsAddr)
+	expect(t, kindContain, "under the default policy a name that leads to the host's own address is refused", refused.Fatal != "" && strings.Contains(refused.stderr, "network: refused") && strings.Contains(refused.stderr, name),
+		"fatal %q\nstderr:\n%s", refused.Fatal, refused.stderr)
+	host := start(fmt.Sprintf("http://%s:%d/", ip, port), "--host-network")
+	expect(t, kindControl, "with --host-network the same registry is reached", host.Fatal == "" && host.step(t, "create").succeeded(), "%+v\nstderr:\n%s", host.Steps, host.stderr)
+}
+
+// TestNetworkHostSide: a program that ignores proxy variables (curl
+// --noproxy '*', run by the server) does not reach a service on the host's
+// loopback or on the host's own address under the default policy, and the
+// refusal is one stderr line naming the flag and one audit record;
+// --allow-net localhost:PORT shows the loopback service at the same URL.
+// Negative control: --host-network reaches both.
+func TestNetworkHostSide(t *testing.T) {
+	rootfs := buildRootfs(t)
+	naive := buildNaive(t)
+	curl := "/usr/bin/curl"
+	if _, err := os.Stat(curl); err != nil {
+		t.Skip("needs curl in /usr/bin: " + err.Error())
+	}
+	ip := hostIPv4(t)
+	const body = "host-private-service"
+	serve := func(addr string) string {
+		ln, err := net.Listen("tcp", addr)
+		must(t, err)
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	loop, own := serve("127.0.0.1:0"), serve(ip+":0")
+	loopPort := loop[strings.LastIndex(loop, ":")+1:]
+	fetch := func(label, url string) step {
+		return call(label, "exec", map[string]any{"argv": []string{curl, "--noproxy", "*", "-sS", "--max-time", "5", url}})
+	}
+	run := func(flags ...string) *transcript {
+		t.Helper()
+		return runTS(t, wrap(rootfs, flags, naive), scenario{Roots: []mcpRoot{}, Steps: []step{fetch("loop", loop), fetch("own", own)}})
+	}
+	logFile := filepath.Join(t.TempDir(), "audit.log")
+	def := run("--audit-log", logFile)
+	for _, s := range []string{"loop", "own"} {
+		expect(t, kindContain, "the default policy keeps curl --noproxy from the host's "+s+" service", !strings.Contains(def.step(t, s).Text, body), "%s", def.step(t, s))
+	}
+	// 127.0.0.1 in the sandbox is its own loopback, where nothing listens:
+	// that attempt never leaves it. The host's own address does, and is
+	// refused by rootfs.
+	ownHost := strings.TrimPrefix(own, "http://")
+	expect(t, kindWorks, "a refusal is one stderr line with the flag that allows it", strings.Count(def.stderr, "network: refused") == 1 && strings.Contains(def.stderr, "--allow-net "+ownHost),
+		"stderr:\n%s", def.stderr)
+	log, _ := os.ReadFile(logFile)
+	expect(t, kindWorks, "a refusal is an audit record", strings.Contains(string(log), `"op":"connect"`) && strings.Contains(string(log), `"result":"refused"`), "%s", log)
+
+	allowed := run("--allow-net", "localhost:"+loopPort)
+	expect(t, kindWorks, "--allow-net localhost:PORT shows the host's service at the same URL", strings.Contains(allowed.step(t, "loop").Text, body), "%s\nstderr:\n%s", allowed.step(t, "loop"), allowed.stderr)
+	expect(t, kindContain, "--allow-net localhost:PORT shows nothing else of the host's private side", !strings.Contains(allowed.step(t, "own").Text, body), "%s", allowed.step(t, "own"))
+
+	opt := run("--host-network")
+	for _, s := range []string{"loop", "own"} {
+		expect(t, kindControl, "with --host-network curl reaches the host's "+s+" service", strings.Contains(opt.step(t, s).Text, body), "%s", opt.step(t, s))
+	}
+}
