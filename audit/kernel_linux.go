@@ -168,6 +168,13 @@ func (w *KernelWatch) run() {
 				w.l.drop(1, "the kernel's event queue overflowed")
 				continue
 			}
+			if m.Mask&unix.FAN_RENAME != 0 && m.Mask&unix.FAN_ONDIR != 0 {
+				// Whoever moved a directory (the sandbox or the user),
+				// the paths cached below it changed.
+				w.mu.Lock()
+				w.dirs = map[string]string{}
+				w.mu.Unlock()
+			}
 			if !w.inSandbox(m.Pid) {
 				continue
 			}
@@ -304,11 +311,6 @@ func (w *KernelWatch) event(mask uint64, pid int, b []byte) {
 		}
 	}
 	if mask&unix.FAN_RENAME != 0 {
-		if mask&unix.FAN_ONDIR != 0 {
-			w.mu.Lock()
-			w.dirs = map[string]string{} // paths below it changed
-			w.mu.Unlock()
-		}
 		if from == "" && to == "" {
 			return
 		}
