@@ -4,10 +4,12 @@ package audit
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -133,4 +135,63 @@ func TestKernelWatchHostRenamesDir(t *testing.T) {
 	if strings.Contains(out, "/d/b.txt") {
 		t.Errorf("a record names the directory's old path:\n%s", out)
 	}
+}
+
+// TestKernelWatchPIDReuse: a process of the host touches a file below the
+// root; after it ends, a process of the sandbox gets its pid (pid_max is
+// small, and a server can cycle through the pids in seconds). What the
+// sandbox's process does must be recorded: an answer cached for the
+// pid's former owner must not hide it.
+func TestKernelWatchPIDReuse(t *testing.T) {
+	testutil.RequireRoot(t)
+	const lastPID = "/proc/sys/kernel/ns_last_pid"
+	if _, err := os.Stat(lastPID); err != nil {
+		t.Skipf("needs %s: %v", lastPID, err)
+	}
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	root := filepath.Join(base, "proj")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := startSandboxShell(t, root)
+	for try := 0; try < 5; try++ {
+		// A host process's event below the root: its pid is not the
+		// sandbox's.
+		host := exec.Command("/bin/sh", "-c", `echo h > "$1"`, "sh", filepath.Join(root, fmt.Sprintf("host%d.txt", try)))
+		if err := host.Run(); err != nil {
+			t.Fatal(err)
+		}
+		pid := host.Process.Pid
+		// A barrier from the sandbox: the host's event has been seen.
+		barrier := fmt.Sprintf("barrier%d.txt", try)
+		s.run(t, "echo b > "+barrier)
+		if !s.waitFor(`"path":"/view/proj/`+barrier+`"`, 10*time.Second) {
+			t.Fatalf("no record of %s:\n%s", barrier, s.buf.String())
+		}
+		// The sandbox's next process gets that pid (unless another
+		// process of the machine forks first: then try again).
+		reused := fmt.Sprintf("reused%d.txt", try)
+		if err := os.WriteFile(lastPID, []byte(strconv.Itoa(pid-1)), 0o644); err != nil {
+			t.Skipf("cannot choose the next pid: %v", err)
+		}
+		s.run(t, "( echo r > "+reused+"; sleep 3 ) &")
+		got := false
+		deadline := time.Now().Add(2 * time.Second)
+		for !got && time.Now().Before(deadline) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", s.cmd.Process.Pid, s.cmd.Process.Pid))
+			for _, f := range strings.Fields(string(b)) {
+				got = got || f == strconv.Itoa(pid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !got {
+			t.Logf("try %d: pid %d went to another process", try, pid)
+			continue
+		}
+		if !s.waitFor(`"path":"/view/proj/`+reused+`"`, 2*time.Second) {
+			t.Fatalf("the sandbox's process %d, whose pid a host process had, is not recorded:\n%s", pid, s.buf.String())
+		}
+		return
+	}
+	t.Skip("could not give the sandbox a host process's pid")
 }
