@@ -185,14 +185,13 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Refusals any                `json:"refusals,omitempty"`
 	}
 	var answers []answer
+	paths := make([]string, f.NArg())
+	for i, p := range f.Args() {
+		paths[i] = hostPath(p)
+	}
 	for _, in := range infos {
 		a := answer{Session: in.ID, Command: in.Command}
-		for _, p := range f.Args() {
-			if !filepath.IsAbs(p) {
-				if abs, err := filepath.Abs(p); err == nil {
-					p = abs
-				}
-			}
+		for _, p := range paths {
 			a.Verdicts = append(a.Verdicts, instance.Explain(in, p))
 		}
 		if f.NArg() == 0 {
@@ -270,4 +269,23 @@ func shown(s string) string {
 		return s
 	}
 	return strconv.QuoteToGraphic(s)
+}
+
+// hostPath is p as the sessions know their roots: absolute, with the
+// symlinks of its longest existing part resolved (what does not exist yet
+// is kept as written).
+func hostPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	rest := ""
+	for d := p; ; d = filepath.Dir(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if d == "/" || d == "." {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,42 @@ func TestWhyQuotesWhatTheServerNamed(t *testing.T) {
 	}
 	if !strings.Contains(got, "lookup") {
 		t.Errorf("no refusal printed: %q", got)
+	}
+}
+
+// TestWhyResolvesSymlinks: roots are kept by their resolved host path, so
+// why resolves the path it is asked about: a path reached through a
+// symlink (a linked home or project directory, "rootfs why ." in it) is
+// visible when its target is, and a name not made yet below it too.
+func TestWhyResolvesSymlinks(t *testing.T) {
+	rt := t.TempDir()
+	os.Chmod(rt, 0o700)
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	dir, err := instance.Dir(os.Getenv, os.Getuid(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	proj := filepath.Join(base, "proj")
+	link := filepath.Join(base, "link")
+	os.Mkdir(proj, 0o755)
+	if err := os.Symlink(proj, link); err != nil {
+		t.Fatal(err)
+	}
+	info := instance.Info{ID: "feedbeef", PID: os.Getpid(), Started: time.Now(), Command: []string{"srv"}, Layout: "host",
+		Roots: []instance.Root{{Host: proj, Path: proj, Source: "--root"}}}
+	s, err := instance.Serve(dir, info.ID, func() instance.Info { return info }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, p := range []string{link, filepath.Join(link, "not-yet", "x.txt")} {
+		var out, errb bytes.Buffer
+		if err := whyCommand(context.Background(), []string{p}, &out, &errb); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), ": visible") {
+			t.Errorf("why %s: %q, want visible (the root %s it leads to)", p, out.String(), proj)
+		}
 	}
 }
