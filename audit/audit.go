@@ -128,7 +128,8 @@ type Log struct {
 	refusals  []Record         // ring of the last RefusalsKept
 	next      int
 	reads     map[readKey]*readCount
-	dropped   int64
+	dropped   int64 // lost and not yet said in the file
+	lostTotal int64 // lost since the start
 	saidDrop  bool
 	writeErrs int64
 }
@@ -277,6 +278,7 @@ func (l *Log) Read(path, host string, pid int) {
 func (l *Log) drop(n int64, why string) {
 	l.mu.Lock()
 	l.dropped += n
+	l.lostTotal += n
 	say := !l.saidDrop
 	l.saidDrop = true
 	l.mu.Unlock()
@@ -306,6 +308,7 @@ func (l *Log) flushReads() {
 		r := Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: k.path, Host: k.host, Result: ResultOK, PID: c.pid, Count: c.n}
 		if !l.enqueueLocked(r) {
 			l.dropped++ // said by the writer's next flush
+			l.lostTotal++
 		}
 	}
 }
@@ -321,33 +324,45 @@ func (l *Log) run() {
 	enc := json.NewEncoder(bw)
 	tick := time.NewTicker(l.opts.FlushEvery)
 	defer tick.Stop()
-	var lost int64 // dropped records not yet said in the file
+	var lost int64    // dropped records not yet said in the file
+	var pending int64 // records in bw, lost if it cannot be written
+	failed := false   // a write failed since the last flush began
+	fail := func(err error) {
+		l.writeFailed(err)
+		// What was buffered is lost: count it, try again later.
+		l.mu.Lock()
+		l.dropped += pending
+		l.lostTotal += pending
+		l.mu.Unlock()
+		pending, failed = 0, true
+		bw.Reset(l.w)
+	}
 	write := func(r Record) {
 		if r.Comm == "" && r.PID > 0 {
 			r.Comm = Comm(r.PID)
 		}
+		if r.Op != OpDropped {
+			pending++
+		}
 		if err := enc.Encode(r); err != nil {
-			l.writeFailed(err)
+			fail(err)
 		}
 	}
 	flush := func() {
 		l.mu.Lock()
 		lost, l.dropped = lost+l.dropped, 0
 		l.mu.Unlock()
+		failed = false
 		if lost > 0 {
 			write(Record{Time: l.opts.Now(), Instance: l.opts.Instance, Op: OpDropped, Result: ResultRefused, Count: lost,
 				Reason: "records dropped (queue full or the log unwritable)"})
 		}
 		if err := bw.Flush(); err != nil {
-			l.writeFailed(err)
-			// What was buffered is lost: count it, try again later.
-			l.mu.Lock()
-			l.dropped++
-			l.mu.Unlock()
-			bw.Reset(l.w)
-			return
+			fail(err)
 		}
-		lost = 0
+		if !failed {
+			pending, lost = 0, 0
+		}
 	}
 	for {
 		select {
@@ -371,7 +386,7 @@ func (l *Log) writeFailed(err error) {
 	l.mu.Lock()
 	l.writeErrs++
 	l.mu.Unlock()
-	l.drop(0, err.Error())
+	l.drop(0, err.Error()) // only says so: fail counts what is lost
 }
 
 // Close flushes what is counted and queued, and stops the writer. It does
@@ -402,8 +417,8 @@ type Stats struct {
 	// Ops counts records per operation; Refused, refusals per operation.
 	Ops     map[string]int64 `json:"ops"`
 	Refused map[string]int64 `json:"refused"`
-	// Dropped counts records that were never written (not yet said in
-	// the file); WriteErrors, failed writes.
+	// Dropped counts records that were never written, whether or not
+	// the file has said so yet; WriteErrors, failed writes.
 	Dropped     int64 `json:"dropped,omitempty"`
 	WriteErrors int64 `json:"write_errors,omitempty"`
 }
@@ -423,7 +438,7 @@ func (l *Log) Stats() Stats {
 			s.Ops[k] += n
 		}
 	}
-	s.Dropped, s.WriteErrors = l.dropped, l.writeErrs
+	s.Dropped, s.WriteErrors = l.lostTotal, l.writeErrs
 	return s
 }
 

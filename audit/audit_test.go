@@ -202,3 +202,65 @@ func TestOpen(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+// TestLogFullDiskCountsEveryRecord: on a full disk, every record lost is
+// counted, and the count stays in Stats (what status shows) even though
+// it cannot be said in the file.
+func TestLogFullDiskCountsEveryRecord(t *testing.T) {
+	f, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer f.Close()
+	l := New(f, Options{FlushEvery: time.Hour})
+	for range 1000 {
+		l.Add(Record{Op: OpWrite, Path: "/p"})
+	}
+	l.Close()
+	if s := l.Stats(); s.Dropped < 1000 {
+		t.Errorf("stats %+v: %d records dropped, want all 1000 counted", s, s.Dropped)
+	}
+}
+
+// flakyWriter fails until ok is set.
+type flakyWriter struct {
+	mu  sync.Mutex
+	ok  bool
+	buf bytes.Buffer
+}
+
+func (w *flakyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ok {
+		return 0, errors.New("no space left on device")
+	}
+	return w.buf.Write(p)
+}
+
+// TestLogSaysWhatWasLost: once the file can be written again, the
+// "dropped" record counts exactly the records lost meanwhile.
+func TestLogSaysWhatWasLost(t *testing.T) {
+	w := &flakyWriter{}
+	l := New(w, Options{FlushEvery: time.Hour})
+	for range 100 {
+		l.Add(Record{Op: OpWrite, Path: "/lost"})
+	}
+	for deadline := time.Now().Add(10 * time.Second); l.Stats().Dropped < 100 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	w.mu.Lock()
+	w.ok = true
+	w.mu.Unlock()
+	l.Add(Record{Op: OpWrite, Path: "/kept"})
+	l.Close()
+	var said int64
+	for _, r := range lines(t, w.buf.Bytes()) {
+		if r.Op == OpDropped {
+			said += r.Count
+		}
+	}
+	if said != 100 {
+		t.Errorf("the file says %d records were dropped, want 100:\n%s", said, w.buf.String())
+	}
+}

@@ -48,12 +48,24 @@ type KernelWatch struct {
 	fs    map[[8]byte]int   // fsid -> a descriptor on it (open_by_handle_at)
 	devs  map[uint64]bool   // devices marked (or that could not be)
 	dirs  map[string]string // handle key -> directory path, bounded
-	pids  map[int32]bool    // pid -> in the sandbox, bounded
+	pids  map[int32]pidSeen // pid -> in the sandbox, bounded
 	done  chan struct{}
 }
 
-// cacheMax bounds the directory and pid caches.
-const cacheMax = 4096
+// cacheMax bounds the directory cache; pidCacheMax, the pid cache, each
+// of whose entries holds a descriptor.
+const (
+	cacheMax    = 4096
+	pidCacheMax = 512
+)
+
+// pidSeen is what the watch learnt of a pid: whether its process is in
+// the sandbox, and a pidfd of that process, which says when it has ended
+// and its pid may be another process's.
+type pidSeen struct {
+	in bool
+	fd int
+}
 
 // NewKernelWatch watches for the processes in the PID namespace of pid
 // (the sandbox's init). It needs CAP_SYS_ADMIN in the initial user
@@ -71,7 +83,7 @@ func NewKernelWatch(l *Log, pid int, log *zap.Logger) (*KernelWatch, error) {
 		return nil, fmt.Errorf("audit of the kernel data path needs fanotify filesystem marks (root, not in a user namespace): %w", err)
 	}
 	w := &KernelWatch{l: l, log: log, f: os.NewFile(uintptr(fd), "fanotify-audit"), pidns: ns,
-		fs: map[[8]byte]int{}, devs: map[uint64]bool{}, dirs: map[string]string{}, pids: map[int32]bool{}, done: make(chan struct{})}
+		fs: map[[8]byte]int{}, devs: map[uint64]bool{}, dirs: map[string]string{}, pids: map[int32]pidSeen{}, done: make(chan struct{})}
 	go w.run()
 	return w, nil
 }
@@ -133,7 +145,15 @@ func (w *KernelWatch) Close() {
 		unix.Close(fd)
 	}
 	w.fs = map[[8]byte]int{}
+	w.forgetPIDsLocked()
 	w.mu.Unlock()
+}
+
+func (w *KernelWatch) forgetPIDsLocked() {
+	for _, e := range w.pids {
+		unix.Close(e.fd)
+	}
+	w.pids = map[int32]pidSeen{}
 }
 
 const kmetaLen = int(unsafe.Sizeof(unix.FanotifyEventMetadata{}))
@@ -165,6 +185,13 @@ func (w *KernelWatch) run() {
 				w.l.drop(1, "the kernel's event queue overflowed")
 				continue
 			}
+			if m.Mask&unix.FAN_RENAME != 0 && m.Mask&unix.FAN_ONDIR != 0 {
+				// Whoever moved a directory (the sandbox or the user),
+				// the paths cached below it changed.
+				w.mu.Lock()
+				w.dirs = map[string]string{}
+				w.mu.Unlock()
+			}
 			if !w.inSandbox(m.Pid) {
 				continue
 			}
@@ -173,23 +200,57 @@ func (w *KernelWatch) run() {
 	}
 }
 
-// inSandbox reports whether pid is a process of the sandbox.
+// inSandbox reports whether pid is a process of the sandbox. The answer
+// is cached with a pidfd of the process it was asked of: pids are reused
+// (pid_max may be 32768, and a server can cycle through them), and a
+// cached answer about a pid's former owner must neither hide the sandbox's
+// process that has it now nor show a host process's events.
 func (w *KernelWatch) inSandbox(pid int32) bool {
 	w.mu.Lock()
-	in, ok := w.pids[pid]
+	e, ok := w.pids[pid]
 	w.mu.Unlock()
 	if ok {
+		if !ended(e.fd) || !running(pid) {
+			// The same process, or it ended and no other has its pid:
+			// the event is that process's.
+			return e.in
+		}
+		w.mu.Lock()
+		delete(w.pids, pid)
+		w.mu.Unlock()
+		unix.Close(e.fd)
+	}
+	fd, err := unix.PidfdOpen(int(pid), 0)
+	ns, nerr := os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/ns/pid")
+	in := nerr == nil && ns == w.pidns
+	if err != nil {
+		return in // gone, or no pidfds (before Linux 5.3): not kept
+	}
+	if ended(fd) {
+		// It ended while asked: the answer may be of the pid's next
+		// owner, so it is not kept.
+		unix.Close(fd)
 		return in
 	}
-	ns, err := os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/ns/pid")
-	in = err == nil && ns == w.pidns
 	w.mu.Lock()
-	if len(w.pids) >= cacheMax {
-		w.pids = map[int32]bool{}
+	if len(w.pids) >= pidCacheMax {
+		w.forgetPIDsLocked()
 	}
-	w.pids[pid] = in
+	w.pids[pid] = pidSeen{in: in, fd: fd}
 	w.mu.Unlock()
 	return in
+}
+
+// ended reports whether the process of pidfd fd has ended.
+func ended(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err != nil || n > 0
+}
+
+// running reports whether some process has pid now.
+func running(pid int32) bool {
+	return !errors.Is(unix.Kill(int(pid), 0), unix.ESRCH)
 }
 
 // info is one DFID_NAME record: the directory's handle key and the name.
@@ -301,11 +362,6 @@ func (w *KernelWatch) event(mask uint64, pid int, b []byte) {
 		}
 	}
 	if mask&unix.FAN_RENAME != 0 {
-		if mask&unix.FAN_ONDIR != 0 {
-			w.mu.Lock()
-			w.dirs = map[string]string{} // paths below it changed
-			w.mu.Unlock()
-		}
 		if from == "" && to == "" {
 			return
 		}

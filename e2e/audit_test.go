@@ -45,7 +45,7 @@ func TestAuditLogStatusWhy(t *testing.T) {
 			Env:   map[string]string{"XDG_RUNTIME_DIR": runtimeDir},
 			Roots: []mcpRoot{f.root("proj")},
 			Steps: []step{
-				call("write", "write_file", map[string]any{"path": inView(filepath.Join(proj, "new.txt")), "content": "hello"}),
+				call("write", "write_file", map[string]any{"path": inView(proj) + "/new.txt", "content": "hello"}),
 				call("read1", "read_file", map[string]any{"path": inView(filepath.Join(proj, "proj.txt"))}),
 				call("read2", "read_file", map[string]any{"path": inView(filepath.Join(proj, "proj.txt"))}),
 				call("outside", "read_file", map[string]any{"path": outside}),
@@ -115,7 +115,7 @@ func TestAuditLogStatusWhy(t *testing.T) {
 		}
 		return false
 	}
-	newPath := inView(filepath.Join(proj, "new.txt"))
+	newPath := inView(proj) + "/new.txt"
 	expect(t, kindWorks, "the log has the root set from the client", has(func(r audit.Record) bool {
 		return r.Op == audit.OpRoots && r.Source == "client" && len(r.New) == 1 && strings.HasPrefix(r.New[0], proj)
 	}), "%s", b)
@@ -178,8 +178,8 @@ func TestAuditAsRootAndUnprivileged(t *testing.T) {
 				tool string
 				args map[string]any
 			}{
-				{"write_file", map[string]any{"path": filepath.Join(proj, "new.txt"), "content": "x"}},
-				{"read_file", map[string]any{"path": filepath.Join(proj, "proj.txt")}},
+				{"write_file", map[string]any{"path": inView(proj) + "/new.txt", "content": "x"}},
+				{"read_file", map[string]any{"path": inView(proj) + "/proj.txt"}},
 				{"read_file", map[string]any{"path": outside + "/secret"}},
 			} {
 				toolText(ctx, cs, c.tool, c.args)
@@ -211,8 +211,8 @@ func TestAuditAsRootAndUnprivileged(t *testing.T) {
 			b, _ := os.ReadFile(logFile)
 			log := string(b)
 			expect(t, kindWorks, "the log has the client's roots ("+m.name+")", strings.Contains(log, `"op":"roots"`) && strings.Contains(log, `"source":"client"`), "%s", log)
-			expect(t, kindWorks, "the log has the refused name with its flag ("+m.name+")", strings.Contains(log, `"op":"lookup","path":"`+outside+`"`) && strings.Contains(log, `"allow":"--root `+outside), "%s", log)
-			changes := strings.Contains(log, `"path":"`+filepath.Join(proj, "new.txt")+`"`)
+			expect(t, kindWorks, "the log has the refused name with its flag ("+m.name+")", strings.Contains(log, `"op":"lookup","path":"`+outside+`"`) && strings.Contains(log, `"allow":"--root `), "%s", log)
+			changes := strings.Contains(log, `"path":"`+inView(proj)+"/new.txt"+`","host":"`+filepath.Join(proj, "new.txt")+`"`)
 			if m.cred != nil && !slices.Contains(m.flags, "--strict") {
 				expect(t, kindWorks, "without root the kernel path says once that what the kernel serves is not recorded", strings.Count(stderr.String(), "is not recorded") == 1, "stderr:\n%s", stderr)
 				return

@@ -129,8 +129,8 @@ func TestServeRefusesAnotherUser(t *testing.T) {
 	os.Chmod(s.Path(), 0o666)
 	ask := func(uid uint32) string {
 		cmd := exec.Command("/usr/bin/python3", "-c", `import socket,sys
-s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{"op":"status"}\n')
-try: print(s.recv(65536).decode())
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+try: s.sendall(b'{"op":"status"}\n'); print(s.recv(65536).decode())
 except OSError as e: print("closed:", e)`, s.Path())
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 		out, err := cmd.CombinedOutput()

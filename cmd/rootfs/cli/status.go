@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 
@@ -91,9 +93,9 @@ func printInstance(w io.Writer, in instance.Info) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	fmt.Fprintf(tw, "session\t%s (pid %d, up %s)\n", in.ID, in.PID, time.Since(in.Started).Round(time.Second))
-	fmt.Fprintf(tw, "command\t%s\n", strings.Join(in.Command, " "))
+	fmt.Fprintf(tw, "command\t%s\n", shown(strings.Join(in.Command, " ")))
 	if in.Client != "" {
-		fmt.Fprintf(tw, "client\t%s\n", in.Client)
+		fmt.Fprintf(tw, "client\t%s\n", shown(in.Client))
 	}
 	fmt.Fprintf(tw, "data path\t%s, %s layout\n", in.DataPath, in.Layout)
 	fmt.Fprintf(tw, "network\t%s\n", in.Network)
@@ -116,7 +118,7 @@ func printInstance(w io.Writer, in instance.Info) {
 		if r.Path != r.Host {
 			at = " at " + r.Path
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\n", label, r.Host, at, mode, r.Source)
+		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\n", label, shown(r.Host), shown(at), mode, r.Source)
 	}
 	for i, b := range in.Binds {
 		label := ""
@@ -131,7 +133,7 @@ func printInstance(w io.Writer, in instance.Info) {
 		if b.ReadOnly {
 			mode = "read-only"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", label, b.Host, mode, why)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", label, shown(b.Host), mode, why)
 	}
 	fmt.Fprintf(tw, "counts\t%s\n", counts(in.Stats.Ops))
 	fmt.Fprintf(tw, "refused\t%s\n", counts(in.Stats.Refused))
@@ -183,14 +185,13 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Refusals any                `json:"refusals,omitempty"`
 	}
 	var answers []answer
+	paths := make([]string, f.NArg())
+	for i, p := range f.Args() {
+		paths[i] = hostPath(p)
+	}
 	for _, in := range infos {
 		a := answer{Session: in.ID, Command: in.Command}
-		for _, p := range f.Args() {
-			if !filepath.IsAbs(p) {
-				if abs, err := filepath.Abs(p); err == nil {
-					p = abs
-				}
-			}
+		for _, p := range paths {
 			a.Verdicts = append(a.Verdicts, instance.Explain(in, p))
 		}
 		if f.NArg() == 0 {
@@ -207,7 +208,7 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintf(stdout, "session %s: %s\n", a.Session, strings.Join(a.Command, " "))
+		fmt.Fprintf(stdout, "session %s: %s\n", a.Session, shown(strings.Join(a.Command, " ")))
 		for _, v := range a.Verdicts {
 			switch {
 			case v.Visible:
@@ -219,11 +220,11 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				if v.At != "" {
 					at = " at " + v.At
 				}
-				fmt.Fprintf(stdout, "  %s: visible%s (%s), %s\n", v.Path, at, mode, v.Because)
+				fmt.Fprintf(stdout, "  %s: visible%s (%s), %s\n", shown(v.Path), shown(at), mode, shown(v.Because))
 			case v.Because != "":
-				fmt.Fprintf(stdout, "  %s: not visible (%s); to show it: %s\n", v.Path, v.Because, v.Allow)
+				fmt.Fprintf(stdout, "  %s: not visible (%s); to show it: %s\n", shown(v.Path), shown(v.Because), shown(v.Allow))
 			default:
-				fmt.Fprintf(stdout, "  %s: not visible; to show it: %s\n", v.Path, v.Allow)
+				fmt.Fprintf(stdout, "  %s: not visible; to show it: %s\n", shown(v.Path), shown(v.Allow))
 			}
 		}
 		if f.NArg() == 0 {
@@ -236,15 +237,15 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				if r.Dest != "" && what == "" {
 					what = r.Dest
 				}
-				line := fmt.Sprintf("  %s %s %s", r.Time.Local().Format("15:04:05"), r.Op, what)
+				line := fmt.Sprintf("  %s %s %s", r.Time.Local().Format("15:04:05"), r.Op, shown(what))
 				if r.Comm != "" {
-					line += " by " + r.Comm
+					line += " by " + shown(r.Comm)
 				}
 				if r.Reason != "" {
-					line += ": " + r.Reason
+					line += ": " + shown(r.Reason)
 				}
 				if r.Allow != "" {
-					line += "; to allow: " + r.Allow
+					line += "; to allow: " + shown(r.Allow)
 				}
 				fmt.Fprintln(stdout, line)
 			}
@@ -256,4 +257,35 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 func addWhyFlags(f *pflag.FlagSet) (session *string, asJSON *bool) {
 	return f.String("session", "", "ask only the session whose id starts with `ID` (or whose pid it is)"),
 		f.Bool("json", false, "print the answers as JSON, for tools")
+}
+
+// shown is s as printed to the user's terminal: quoted, escapes and all,
+// when it holds anything but printable text. Paths and command names in a
+// session's state may be the server's or the client's choice, and a
+// newline or an escape sequence in them must not forge a line or drive
+// the terminal.
+func shown(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
+		return s
+	}
+	return strconv.QuoteToGraphic(s)
+}
+
+// hostPath is p as the sessions know their roots: absolute, with the
+// symlinks of its longest existing part resolved (what does not exist yet
+// is kept as written).
+func hostPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	rest := ""
+	for d := p; ; d = filepath.Dir(d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if d == "/" || d == "." {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(d), rest)
+	}
 }
