@@ -120,6 +120,7 @@ type Log struct {
 	w     io.Writer // nil: nothing is written
 	queue chan Record
 	done  chan struct{}
+	wake  chan struct{} // a full read table waits for the writer
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -127,7 +128,7 @@ type Log struct {
 	counts    map[string]int64 // per Op, refusals under Op+"!"
 	refusals  []Record         // ring of the last RefusalsKept
 	next      int
-	reads     map[readKey]*readCount
+	reads     readTables
 	dropped   int64 // lost and not yet said in the file
 	lostTotal int64 // lost since the start
 	saidDrop  bool
@@ -135,6 +136,18 @@ type Log struct {
 }
 
 type readKey struct{ path, host string }
+
+// readSlack is how many times ReadFiles the current read table may grow
+// to while a full one waits for the writer.
+const readSlack = 4
+
+// readTables are the read counts since the last flush (cur) and a full
+// table the writer has not taken yet (full). The writer writes them
+// itself, never through the queue: a burst of reads of many files must
+// not crowd out the other records, nor be dropped for them.
+type readTables struct {
+	cur, full map[readKey]*readCount
+}
 
 type readCount struct {
 	n   int64
@@ -159,8 +172,8 @@ func New(w io.Writer, o Options) *Log {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	l := &Log{opts: o, w: w, queue: make(chan Record, o.QueueLen), done: make(chan struct{}),
-		counts: map[string]int64{}, reads: map[readKey]*readCount{}}
+	l := &Log{opts: o, w: w, queue: make(chan Record, o.QueueLen), done: make(chan struct{}), wake: make(chan struct{}, 1),
+		counts: map[string]int64{}, reads: readTables{cur: map[readKey]*readCount{}}}
 	go l.run()
 	return l
 }
@@ -241,38 +254,37 @@ func (l *Log) Read(path, host string, pid int) {
 		return
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.closed {
-		l.mu.Unlock()
 		return
 	}
 	l.counts[OpRead]++
+	if l.w == nil {
+		return // counted; no file to write the per-file counts to
+	}
 	k := readKey{path, host}
-	c := l.reads[k]
-	flush := false
+	c := l.reads.cur[k]
 	if c == nil {
-		if len(l.reads) >= l.opts.ReadFiles {
-			flush = true
-		} else {
-			c = &readCount{}
-			l.reads[k] = c
+		switch n := len(l.reads.cur); {
+		case n >= l.opts.ReadFiles && l.reads.full == nil:
+			// Full: hand it to the writer, and wake it.
+			l.reads.full, l.reads.cur = l.reads.cur, map[readKey]*readCount{}
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
+		case n >= readSlack*l.opts.ReadFiles:
+			// The writer is that far behind: this read is lost, and
+			// counted (the table's memory stays bounded).
+			l.dropped++
+			l.lostTotal++
+			return
 		}
+		c = &readCount{}
+		l.reads.cur[k] = c
 	}
-	if c != nil {
-		c.n++
-		c.pid = pid
-	}
-	l.mu.Unlock()
-	if flush {
-		// The table is full: flush it and count this read in the next.
-		l.flushReads()
-		l.mu.Lock()
-		if c := l.reads[k]; c != nil {
-			c.n++
-		} else if len(l.reads) < l.opts.ReadFiles {
-			l.reads[k] = &readCount{n: 1, pid: pid}
-		}
-		l.mu.Unlock()
-	}
+	c.n++
+	c.pid = pid
 }
 
 func (l *Log) drop(n int64, why string) {
@@ -288,29 +300,27 @@ func (l *Log) drop(n int64, why string) {
 	}
 }
 
-// flushReads turns the read counts into records.
-func (l *Log) flushReads() {
+// takeReads returns the read counts as records, by path, and empties the
+// tables.
+func (l *Log) takeReads() []Record {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	reads := l.reads
-	l.reads = map[readKey]*readCount{}
-	if l.w == nil || len(reads) == 0 {
-		return
-	}
-	keys := make([]readKey, 0, len(reads))
-	for k := range reads {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].path < keys[j].path })
+	tables := []map[readKey]*readCount{l.reads.full, l.reads.cur}
+	l.reads = readTables{cur: map[readKey]*readCount{}}
+	l.mu.Unlock()
 	now := l.opts.Now()
-	for _, k := range keys {
-		c := reads[k]
-		r := Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: k.path, Host: k.host, Result: ResultOK, PID: c.pid, Count: c.n}
-		if !l.enqueueLocked(r) {
-			l.dropped++ // said by the writer's next flush
-			l.lostTotal++
+	var out []Record
+	for _, t := range tables {
+		keys := make([]readKey, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i].path < keys[j].path })
+		for _, k := range keys {
+			c := t[k]
+			out = append(out, Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: k.path, Host: k.host, Result: ResultOK, PID: c.pid, Count: c.n})
 		}
 	}
+	return out
 }
 
 // run is the writer: it drains the queue into a buffer and flushes it
@@ -364,10 +374,16 @@ func (l *Log) run() {
 			pending, lost = 0, 0
 		}
 	}
+	reads := func() {
+		for _, r := range l.takeReads() {
+			write(r)
+		}
+	}
 	for {
 		select {
 		case r, ok := <-l.queue:
 			if !ok {
+				reads()
 				flush()
 				return
 			}
@@ -375,8 +391,11 @@ func (l *Log) run() {
 			if len(l.queue) == 0 {
 				flush()
 			}
+		case <-l.wake:
+			reads()
+			flush()
 		case <-tick.C:
-			l.flushReads()
+			reads()
 			flush()
 		}
 	}
@@ -400,13 +419,8 @@ func (l *Log) Close() error {
 		l.mu.Unlock()
 		return nil
 	}
-	l.mu.Unlock()
-	l.flushReads()
-	l.mu.Lock()
-	if !l.closed {
-		l.closed = true
-		close(l.queue)
-	}
+	l.closed = true
+	close(l.queue)
 	l.mu.Unlock()
 	<-l.done
 	return nil

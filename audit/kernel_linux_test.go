@@ -3,6 +3,7 @@
 package audit
 
 import (
+	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
@@ -34,33 +35,42 @@ func TestKernelWatch(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "old.txt"), []byte("x"), 0o644)
 	var buf bytes.Buffer
 	l := New(&buf, Options{FlushEvery: time.Hour})
-	script := `read go
-cd "$1"
-echo hi > new.txt
-cat old.txt >/dev/null; cat old.txt >/dev/null
-chmod 600 old.txt
-mv new.txt moved.txt
-rm moved.txt
-echo no > "$2/outside.txt"`
-	cmd := exec.Command("/bin/sh", "-c", script, "sh", root, other)
+	// One process does everything and lives until the events are read:
+	// the watch tells the sandbox's processes by their PID namespace while
+	// they run (a process that ends before its events are read is the
+	// known gap, in kernel_linux.go's doc).
+	script := `import os, sys
+sys.stdin.readline()
+root, other = sys.argv[1], sys.argv[2]
+os.chdir(root)
+open("new.txt", "w").write("hi")
+open("old.txt").read(); open("old.txt").read()
+os.chmod("old.txt", 0o600)
+os.rename("new.txt", "moved.txt")
+os.remove("moved.txt")
+open(os.path.join(other, "outside.txt"), "w").write("no")
+print("ok", flush=True)
+sys.stdin.readline()`
+	cmd := exec.Command("/usr/bin/python3", "-c", script, root, other)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
 	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Skipf("needs /usr/bin/python3: %v", err)
 	}
+	defer cmd.Wait()
+	defer stdin.Close()
 	w, err := NewKernelWatch(l, cmd.Process.Pid, zaptest.NewLogger(t))
 	if err != nil {
 		cmd.Process.Kill()
-		cmd.Wait()
 		t.Fatal(err)
 	}
 	w.SetRoots([]RootPath{{Host: root, View: "/view/proj"}})
 	// This process, in the host's PID namespace, below the root.
 	os.WriteFile(filepath.Join(root, "host-made.txt"), nil, 0o644)
 	stdin.Write([]byte("go\n"))
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatal(err)
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "ok\n" {
+		t.Fatalf("the sandboxed process: %q %v", line, err)
 	}
 	// The events are read asynchronously: wait until the last is in.
 	deadline := time.Now().Add(30 * time.Second)
@@ -68,6 +78,7 @@ echo no > "$2/outside.txt"`
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(100 * time.Millisecond)
+	stdin.Write([]byte("done\n"))
 	w.Close()
 	l.Close()
 	out := buf.String()
