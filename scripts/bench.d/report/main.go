@@ -30,6 +30,11 @@
 //	first, again    one first-touch run (first pass, second pass in the same
 //	                sandbox), as above; workload ft_start is the time from
 //	                launch to the command's first instruction
+//	audit           the log of one audited first-touch run (target run-audit
+//	                or run-strict-audit): metrics bytes, lines, op_<OP> (its
+//	                lines per operation: op_read, op_roots, ...) and lost (the
+//	                records its "dropped" lines count); or fail, value why,
+//	                when the run wrote no log
 //	oplat           workload is the operation (Stat, ...): metric ns_per_op
 //	trips, fttrips  FUSE requests of one traced run: metric FUSE_<OP> with a
 //	                count per opcode, total, lost 1 when the trace buffer

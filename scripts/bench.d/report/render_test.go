@@ -300,3 +300,94 @@ func TestRenderNeedsSizes(t *testing.T) {
 		t.Errorf("Render without sizes: err = %v, want ErrFormat", err)
 	}
 }
+
+func TestAuditCell(t *testing.T) {
+	// rows are the audit rows of ft_read on run-audit, by repetition.
+	logRow := func(rep int, metric, value string) string {
+		return "audit\tft_read\trun-audit\t" + strconv.Itoa(rep) + "\t" + metric + "\t" + value + "\t\n"
+	}
+	full := func(rep int, lines, lost string) string {
+		return logRow(rep, "bytes", "5000000") + logRow(rep, "lines", lines) +
+			logRow(rep, "op_read", lines) + logRow(rep, "op_roots", "1") + logRow(rep, "lost", lost)
+	}
+	tests := []struct {
+		name string
+		rows string
+		want string
+	}{
+		{
+			name: "no audited runs",
+			want: "n/a",
+		},
+		{
+			name: "every log missing",
+			rows: logRow(1, "fail", "no log file"),
+			want: "**no log written**",
+		},
+		{
+			name: "empty logs: the watch recorded nothing",
+			rows: logRow(1, "bytes", "0") + logRow(1, "lines", "0") + logRow(1, "lost", "0"),
+			want: "**empty (0 lines): nothing recorded**",
+		},
+		{
+			name: "medians, operations by count, zero medians left out",
+			rows: full(1, "100", "0") + full(2, "300", "0") + full(3, "200", "0") + logRow(3, "op_write", "1"),
+			want: "200 lines, 5.00 MB (read 200, roots 1)",
+		},
+		{
+			name: "a loss in one run is flagged",
+			rows: full(1, "100", "0") + full(2, "300", "7") + full(3, "200", "0"),
+			want: "200 lines, 5.00 MB (read 200, roots 1); **1 of 3 runs lost records (median 0, most 7)**",
+		},
+		{
+			name: "one empty log and one missing among full ones",
+			rows: full(1, "100", "0") + logRow(2, "bytes", "0") + logRow(2, "lines", "0") + full(3, "200", "0") + logRow(4, "fail", "no log file"),
+			want: "100 lines, 5.00 MB (read 100, roots 1) (**1 runs wrote an empty log**, **1 runs wrote no log**)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := parse(t, sizeRows+tt.rows)
+			r := &report{raw: raw}
+			if got := r.auditCell("ft_read", "run-audit"); got != tt.want {
+				t.Errorf("auditCell = %q\nwant         %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPairVerdict(t *testing.T) {
+	read := ftWorkloads[2]
+	var col pairCol
+	for _, c := range pairCols {
+		if c.a == "run-audit" && c.b == "native" {
+			col = c
+		}
+	}
+	if col.goal == nil {
+		t.Fatal("no goal for run-audit / native")
+	}
+	tests := []struct {
+		name  string
+		audit []string // run-audit's first-pass times; native's are 100000 us
+		want  string
+	}{
+		{name: "met at the bound", audit: []string{"110000", "110000", "200000"}, want: "≤1.1× met"},
+		{name: "met after rounding to 3 places", audit: []string{"110040"}, want: "≤1.1× met"},
+		{name: "missed", audit: []string{"110060", "90000", "130000"}, want: "≤1.1× **missed**"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rows := ""
+			for i, v := range tt.audit {
+				rep := strconv.Itoa(i + 1)
+				rows += "first\tft_read\tnative\t" + rep + "\ttime\t100000\tus\n" +
+					"first\tft_read\trun-audit\t" + rep + "\ttime\t" + v + "\tus\n"
+			}
+			r := &report{raw: parse(t, sizeRows+rows)}
+			if got := r.pairVerdict(read, col); got != tt.want {
+				t.Errorf("pairVerdict = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
