@@ -20,7 +20,17 @@ type entry struct {
 	args       []string
 	env        []string // names, sorted, deduplicated
 	note       string   // said with a successful wrap
-	ed         editor
+	// netFlags are the rootfs flags the client's own sandbox's network
+	// rules become (sandbox.go); sandbox says that sandbox is on.
+	netFlags []string
+	sandbox  bool
+	ed       editor
+}
+
+// sandboxer is an editor whose format has a client sandbox rootfs
+// replaces (VS Code's): setSandbox turns it off or back on.
+type sandboxer interface {
+	setSandbox(on bool) bool
 }
 
 // editor changes one entry in place. Raw values are literals in the file's
@@ -55,16 +65,28 @@ type commandMover interface {
 	unwrapCommand(cmd int) bool
 }
 
-// wrappedShape recognises "run [--setenv NAME]... -- CMD [ARG...]" and
-// returns the names and the index of CMD.
+// wrappedShape recognises "run [--setenv NAME]... [NETWORK FLAGS] -- CMD
+// [ARG...]" (the network flags: --net-only LIST, --deny-net HOST,
+// --no-network, from a client's sandbox) and returns the names and the
+// index of CMD.
 func wrappedShape(args []string) (setenv []string, cmd int, ok bool) {
 	if len(args) < 3 || args[0] != "run" {
 		return nil, 0, false
 	}
 	i := 1
-	for i+1 < len(args) && args[i] == "--setenv" && validEnvName(args[i+1]) {
-		setenv = append(setenv, args[i+1])
-		i += 2
+flags:
+	for i+1 < len(args) {
+		switch {
+		case args[i] == "--setenv" && validEnvName(args[i+1]):
+			setenv = append(setenv, args[i+1])
+			i += 2
+		case args[i] == "--net-only" || args[i] == "--deny-net":
+			i += 2
+		case args[i] == "--no-network":
+			i++
+		default:
+			break flags
+		}
 	}
 	if i+1 < len(args) && args[i] == "--" {
 		return setenv, i + 1, true
@@ -130,6 +152,7 @@ func (e *entry) wrap(opt Options) Change {
 	for _, n := range e.env {
 		front = append(front, "--setenv", n)
 	}
+	front = append(front, e.netFlags...)
 	front = append(front, "--")
 	if m, ok := e.ed.(commandMover); !ok || !m.wrapCommand(e.quoteAll(front), e.ed.quote(opt.Rootfs)) {
 		raw := append(e.quoteAll(front), e.ed.commandRaw())
@@ -139,6 +162,15 @@ func (e *entry) wrap(opt Options) Change {
 			e.ed.addArgs(raw)
 		}
 		e.ed.setCommandRaw(e.ed.quote(opt.Rootfs))
+	}
+	if e.sandbox {
+		if sb, ok := e.ed.(sandboxer); ok && sb.setSandbox(false) {
+			note := "VS Code's own sandbox is off: rootfs replaces it, with its network rules as " + strings.Join(e.netFlags, " ")
+			if e.note != "" {
+				note = e.note + "; " + note
+			}
+			e.note = note
+		}
 	}
 	c.Action, c.Detail, c.Command, c.Args = Wrapped, e.note, e.command, e.args
 	return c
@@ -169,6 +201,9 @@ func (e *entry) unwrap(opt Options) Change {
 			e.ed.dropAddedArgs()
 		}
 		e.ed.setCommandRaw(raw)
+	}
+	if sb, ok := e.ed.(sandboxer); ok {
+		sb.setSandbox(true)
 	}
 	c.Action = Unwrapped
 	return c

@@ -90,6 +90,11 @@ func jsonEntry(name string, obj *hujson.Object) *entry {
 	if jsonMember(obj, "envFile") >= 0 {
 		e.note = "its envFile's variables reach rootfs but not the server: add \"--setenv\", \"NAME\" after \"run\" for each"
 	}
+	var bad string
+	e.sandbox, e.netFlags, bad = sandboxNet(obj)
+	if bad != "" {
+		e.bad = bad
+	}
 	if ed.cmd >= 0 {
 		e.hasCommand = true
 		var ok bool

@@ -1,16 +1,19 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
+	"github.com/tailscale/hujson"
 )
 
 // hostIPv4 is an address of this host's own that is not loopback, or
@@ -155,4 +158,79 @@ func TestNetworkHostSide(t *testing.T) {
 	for _, s := range []string{"loop", "own"} {
 		expect(t, kindControl, "with --host-network curl reaches the host's "+s+" service", strings.Contains(opt.step(t, s).Text, body), "%s", opt.step(t, s))
 	}
+}
+
+// TestVSCodeSandboxWrapStarts: a VS Code server with its own sandbox
+// ("sandboxEnabled" and sandbox.network.allowedDomains) wrapped by rootfs
+// wrap starts as VS Code starts it and works in its project, VS Code's
+// sandbox is off in the file, and rootfs applies the domains as
+// --net-only: the host's own address is refused as "not in --net-only".
+func TestVSCodeSandboxWrapStarts(t *testing.T) {
+	rootfs := buildRootfs(t)
+	naive := buildNaive(t)
+	ip := hostIPv4(t)
+	home, _ := launchHome(t)
+	project := filepath.Join(filepath.Dir(home), "proj")
+	mustWrite(t, filepath.Join(project, "notes.md"), "project notes\n")
+	cfg := filepath.Join(project, ".vscode", "mcp.json")
+	original := `{
+  "servers": {
+    "tools": {
+      "command": "`+naive+`",
+      "sandboxEnabled": true,
+      "sandbox": {"network": {"allowedDomains": ["registry.npmjs.org", "*.github.com"]}}
+    }
+  }
+}
+`
+	mustWrite(t, cfg, original)
+	cmd := exec.Command(rootfs, "wrap", "--client", "vscode")
+	cmd.Dir = project
+	cmd.Env = []string{"HOME=" + home, "PATH=" + filepath.Dir(rootfs) + ":" + os.Getenv("PATH"), "XDG_CONFIG_HOME=", "XDG_STATE_HOME="}
+	out, err := cmd.CombinedOutput()
+	expect(t, kindWorks, "rootfs wrap says VS Code's sandbox is off and why", err == nil && strings.Contains(string(out), "VS Code's own sandbox is off"), "%v\n%s", err, out)
+	data, err := os.ReadFile(cfg)
+	must(t, err)
+	std, err := hujson.Standardize(data)
+	must(t, err)
+	var doc struct {
+		Servers map[string]struct {
+			Command        string   `json:"command"`
+			Args           []string `json:"args"`
+			SandboxEnabled bool     `json:"sandboxEnabled"`
+		} `json:"servers"`
+	}
+	must(t, json.Unmarshal(std, &doc))
+	e := doc.Servers["tools"]
+	expect(t, kindWorks, "the wrapped entry runs rootfs with the domains and VS Code's sandbox off",
+		filepath.Base(e.Command) == "rootfs" && !e.SandboxEnabled && strings.Contains(strings.Join(e.Args, " "), "--net-only registry.npmjs.org,*.github.com"), "%+v\n%s", e, data)
+
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "lan") }))
+	ln, err := net.Listen("tcp", ip+":0")
+	must(t, err)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+	command := e.Command
+	if !filepath.IsAbs(command) {
+		command = filepath.Join(filepath.Dir(rootfs), command) // as VS Code finds it on its PATH
+	}
+	tr := runTS(t, append([]string{command}, e.Args...), scenario{Env: map[string]string{"HOME": home}, Cwd: project,
+		Roots: []mcpRoot{{URI: "file://" + project, Name: "proj"}}, Steps: []step{
+			call("read", "read_file", map[string]any{"path": inView(filepath.Join(project, "notes.md"))}),
+			call("lan", "exec", map[string]any{"argv": []string{"/usr/bin/curl", "--noproxy", "*", "-sS", "--max-time", "5", srv.URL}}),
+		}})
+	expect(t, kindWorks, "the wrapped server starts and reads its project", strings.Contains(tr.step(t, "read").Text, "project notes"), "%s\nstderr:\n%s", tr.step(t, "read"), tr.stderr)
+	expect(t, kindContain, "what allowedDomains does not name is refused", !strings.Contains(tr.step(t, "lan").Text, "lan\n") && !strings.HasPrefix(tr.step(t, "lan").Text, "lan"),
+		"%s", tr.step(t, "lan"))
+	expect(t, kindWorks, "the refusal says --net-only", strings.Contains(tr.stderr, "not in --net-only"), "stderr:\n%s", tr.stderr)
+
+	un := exec.Command(rootfs, "unwrap", "--client", "vscode")
+	un.Dir, un.Env = project, cmd.Env
+	if out, err := un.CombinedOutput(); err != nil {
+		t.Fatalf("unwrap: %v\n%s", err, out)
+	}
+	back, _ := os.ReadFile(cfg)
+	expect(t, kindWorks, "unwrap turns VS Code's sandbox back on, byte for byte", string(back) == original, "%s", back)
 }
