@@ -176,7 +176,7 @@ func TestVSCodeSandboxWrapStarts(t *testing.T) {
 	original := `{
   "servers": {
     "tools": {
-      "command": "`+naive+`",
+      "command": "` + naive + `",
       "sandboxEnabled": true,
       "sandbox": {"network": {"allowedDomains": ["registry.npmjs.org", "*.github.com"]}}
     }
