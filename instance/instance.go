@@ -12,6 +12,12 @@
 // answer. A session's state names the user's files and the server's
 // refusals, which another user must not read.
 //
+// # Info
+//
+// [Info] has more than fifteen fields on purpose: it is the document
+// `rootfs status --json` prints, flat so that a tool reads each fact with
+// one lookup, and every field is one fact a user asks about.
+//
 // # Protocol
 //
 // One JSON request line, one JSON answer line, then the session closes the

@@ -84,9 +84,7 @@ type Engine struct {
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	flows    chan struct{} // semaphore of MaxFlows
 	dnsSem   chan struct{}
-	stack    *stack.Stack
-	ep       stack.LinkEndpoint
-	tun      *os.File
+	nic      nic
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -95,6 +93,19 @@ type Engine struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 
+	n counters
+}
+
+// nic is the engine's side of the sandbox's link: the stack, its endpoint
+// on the TUN queue, and the queue.
+type nic struct {
+	stack *stack.Stack
+	ep    stack.LinkEndpoint
+	tun   *os.File
+}
+
+// counters are what Stats reports.
+type counters struct {
 	tcpAllowed, udpAllowed, dnsAnswered, local atomic.Int64
 }
 
@@ -131,7 +142,7 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		o.Upstream = net.JoinHostPort(cfg.Servers[0], cfg.Port)
 	}
 	e := &Engine{pol: o.Policy, table: o.Table, log: o.Logger, ref: newRefusals(o.Logger, o.Refused), upstream: o.Upstream,
-		dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), tun: tun}
+		dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 
 	s := stack.New(stack.Options{
@@ -162,7 +173,7 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	s.SetPromiscuousMode(nicID, true)
 	s.SetSpoofing(nicID, true)
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
-	e.stack, e.ep = s, ep
+	e.nic.stack, e.nic.ep = s, ep
 	fwd := tcp.NewForwarder(s, 0, maxInFlight, e.handleTCP)
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 	ufwd := udp.NewForwarder(s, e.handleUDP)
@@ -181,16 +192,16 @@ func (e *Engine) Close() error {
 			l.Close()
 		}
 		e.mu.Unlock()
-		e.stack.Close()
-		e.tun.Close()
+		e.nic.stack.Close()
+		e.nic.tun.Close()
 	})
 	return nil
 }
 
 // Stats returns the counters so far.
 func (e *Engine) Stats() Stats {
-	return Stats{TCPAllowed: e.tcpAllowed.Load(), UDPAllowed: e.udpAllowed.Load(), DNSAnswered: e.dnsAnswered.Load(),
-		Refused: e.ref.total.Load(), Local: e.local.Load()}
+	return Stats{TCPAllowed: e.n.tcpAllowed.Load(), UDPAllowed: e.n.udpAllowed.Load(), DNSAnswered: e.n.dnsAnswered.Load(),
+		Refused: e.ref.total.Load(), Local: e.n.local.Load()}
 }
 
 func (e *Engine) acquire() bool {
@@ -301,7 +312,7 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 	peeking = false
 	_ = c.SetReadDeadline(time.Time{})
 	peekMu.Unlock()
-	e.tcpAllowed.Add(1)
+	e.n.tcpAllowed.Add(1)
 	if len(head) > 0 {
 		if _, err := up.Write(head); err != nil {
 			return
@@ -396,7 +407,7 @@ func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
 		e.release()
 		return true
 	}
-	e.udpAllowed.Add(1)
+	e.n.udpAllowed.Add(1)
 	go func() {
 		defer e.release()
 		c := gonet.NewUDPConn(&wq, ep)
@@ -490,7 +501,7 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		return reply(dns.RcodeNameError)
 	}
 	if qn.Qtype == dns.TypeAAAA { // IPv4 only inside: no address, at once
-		e.dnsAnswered.Add(1)
+		e.n.dnsAnswered.Add(1)
 		return reply(dns.RcodeSuccess)
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 4*time.Second)
@@ -547,7 +558,7 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 			e.table.Add(n, keep)
 		}
 	}
-	e.dnsAnswered.Add(1)
+	e.n.dnsAnswered.Add(1)
 	if !overTCP {
 		size := dns.MinMsgSize
 		if o := m.IsEdns0(); o != nil {
@@ -592,7 +603,7 @@ func (e *Engine) ServeLocal(l net.Listener, port uint16) {
 				c.Close()
 				continue
 			}
-			e.local.Add(1)
+			e.n.local.Add(1)
 			go func() {
 				defer e.release()
 				defer c.Close()
