@@ -74,9 +74,11 @@ type Record struct {
 	Host     string    `json:"host,omitempty"`
 	Dest     string    `json:"dest,omitempty"`
 	Result   string    `json:"result"`
-	PID      int       `json:"pid,omitempty"`
-	Comm     string    `json:"comm,omitempty"`
-	Count    int64     `json:"count,omitempty"`
+	// PID is the process's number in the sandbox's PID namespace (as the
+	// server's own ps shows it; the host's under rootfs mount).
+	PID   int    `json:"pid,omitempty"`
+	Comm  string `json:"comm,omitempty"`
+	Count int64  `json:"count,omitempty"`
 	// Allow is the flag that would allow what was refused (--root DIR,
 	// --allow-net HOST, ...).
 	Allow string `json:"allow,omitempty"`
@@ -85,6 +87,11 @@ type Record struct {
 	Old    []string `json:"old,omitempty"`
 	New    []string `json:"new,omitempty"`
 	Source string   `json:"source,omitempty"`
+
+	// innerPID says PID is already the innermost namespace's number (the
+	// sandbox's init gave it), so the writer neither looks up its command
+	// nor translates it.
+	innerPID bool
 }
 
 // Options configure a Log. The zero value writes nothing and uses the
@@ -150,8 +157,9 @@ type readTables struct {
 }
 
 type readCount struct {
-	n   int64
-	pid int
+	n     int64
+	pid   int
+	inner bool // pid is the sandbox's number (Record.innerPID)
 }
 
 // New returns a Log that writes to w (nil: nothing) and starts its
@@ -249,7 +257,10 @@ func (l *Log) enqueueLocked(r Record) bool {
 }
 
 // Read counts one read (an open for reading) of a file.
-func (l *Log) Read(path, host string, pid int) {
+func (l *Log) Read(path, host string, pid int) { l.read(path, host, pid, false) }
+
+// read is Read; inner says pid is the sandbox's number already.
+func (l *Log) read(path, host string, pid int, inner bool) {
 	if l == nil {
 		return
 	}
@@ -284,7 +295,7 @@ func (l *Log) Read(path, host string, pid int) {
 		l.reads.cur[k] = c
 	}
 	c.n++
-	c.pid = pid
+	c.pid, c.inner = pid, inner
 }
 
 func (l *Log) drop(n int64, why string) {
@@ -317,7 +328,7 @@ func (l *Log) takeReads() []Record {
 		sort.Slice(keys, func(i, j int) bool { return keys[i].path < keys[j].path })
 		for _, k := range keys {
 			c := t[k]
-			out = append(out, Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: k.path, Host: k.host, Result: ResultOK, PID: c.pid, Count: c.n})
+			out = append(out, Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: k.path, Host: k.host, Result: ResultOK, PID: c.pid, Count: c.n, innerPID: c.inner})
 		}
 	}
 	return out
@@ -348,8 +359,14 @@ func (l *Log) run() {
 		bw.Reset(l.w)
 	}
 	write := func(r Record) {
-		if r.Comm == "" && r.PID > 0 {
-			r.Comm = Comm(r.PID)
+		if r.PID > 0 && !r.innerPID {
+			// The caller's pid as this process numbers it: its command,
+			// and its number in its own (the sandbox's) namespace, as
+			// the kernel data path's records give it.
+			if r.Comm == "" {
+				r.Comm = Comm(r.PID)
+			}
+			r.PID = innerPID(r.PID)
 		}
 		if r.Op != OpDropped {
 			pending++
@@ -471,6 +488,26 @@ func (l *Log) Refusals() []Record {
 		out = append(out, l.refusals...)
 	}
 	return out
+}
+
+// innerPID is pid's number in its innermost PID namespace (the last of
+// /proc/PID/status's NSpid), or pid when that cannot be read.
+func innerPID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return pid
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return pid
 }
 
 // Comm is the command name of process pid ("" when it is gone).

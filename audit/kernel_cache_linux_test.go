@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/testutil"
 )
@@ -42,34 +42,86 @@ func (b *lockedBuffer) String() string {
 // sandboxShell is a shell in a PID namespace of its own, below root, that
 // runs each line it is sent; a kernel watch watches its namespace.
 type sandboxShell struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	buf *lockedBuffer
-	l   *Log
-	w   *KernelWatch
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	stdout io.ReadCloser
+	buf    *lockedBuffer
+	l      *Log
+	w      *KernelWatch
 }
 
-func startSandboxShell(t *testing.T, root string) *sandboxShell {
+// TestMain runs the forwarder when the test binary is re-executed as one
+// (see startSandboxShell).
+func TestMain(m *testing.M) {
+	if script := os.Getenv("ROOTFS_AUDIT_TEST_FORWARDER"); script != "" {
+		os.Exit(forwarderMain(script))
+	}
+	os.Exit(m.Run())
+}
+
+// forwarderMain is the sandbox's init, as the test stands it in: PID 1 of
+// a PID namespace of its own, it runs script in sh as its child (stdio
+// its own) and passes the group's events (fd 3) on to fd 4 (Forward).
+func forwarderMain(script string) int {
+	// The sandbox's init reads names from the sandbox's own /proc.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		fmt.Fprintln(os.Stderr, "forwarder:", err)
+		return 2
+	}
+	if err := unix.Mount("proc", "/proc", "proc", 0, ""); err != nil {
+		fmt.Fprintln(os.Stderr, "forwarder:", err)
+		return 2
+	}
+	stop := Forward(os.NewFile(3, "group"), os.NewFile(4, "out"))
+	cmd := exec.Command("/bin/sh", "-c", script, "sh", os.Getenv("ROOTFS_AUDIT_TEST_ROOT"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err := cmd.Run()
+	stop()
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// startSandbox starts script in a PID namespace of its own, below root,
+// under a forwarder that plays the sandbox's init, with a kernel watch of
+// root at /view/proj.
+func startSandbox(t *testing.T, root, script string) *sandboxShell {
 	t.Helper()
 	testutil.RequireRoot(t)
-	cmd := exec.Command("/bin/sh", "-c", `cd "$1" && while read -r line; do eval "$line"; done`, "sh", root)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
-	in, _ := cmd.StdinPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &sandboxShell{cmd: cmd, in: in, buf: &lockedBuffer{}}
+	s := &sandboxShell{buf: &lockedBuffer{}}
 	s.l = New(s.buf, Options{FlushEvery: 10 * time.Millisecond})
-	w, err := NewKernelWatch(s.l, cmd.Process.Pid, zaptest.NewLogger(t))
+	w, err := NewKernelWatch(s.l, zaptest.NewLogger(t))
 	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
 		t.Fatal(err)
 	}
 	s.w = w
 	w.SetRoots([]RootPath{{Host: root, View: "/view/proj"}})
+	r, out, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ROOTFS_AUDIT_TEST_FORWARDER="+script, "ROOTFS_AUDIT_TEST_ROOT="+root)
+	cmd.ExtraFiles = []*os.File{w.Group(), out}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
+	cmd.Stderr = os.Stderr
+	s.in, _ = cmd.StdinPipe()
+	s.stdout, _ = cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	w.Consume(r)
+	s.cmd = cmd
 	t.Cleanup(s.stop)
 	return s
+}
+
+// startSandboxShell is startSandbox of a shell that runs each line it is
+// sent.
+func startSandboxShell(t *testing.T, root string) *sandboxShell {
+	return startSandbox(t, root, `cd "$1" && while read -r line; do eval "$line"; done`)
 }
 
 func (s *sandboxShell) run(t *testing.T, line string) {
@@ -96,8 +148,14 @@ func (s *sandboxShell) stop() {
 		return
 	}
 	s.in.Close()
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a hang guard, not a timing assertion
+		s.cmd.Process.Kill()
+		<-done
+	}
 	s.w.Close()
 	s.l.Close()
 	s.w = nil
@@ -135,63 +193,4 @@ func TestKernelWatchHostRenamesDir(t *testing.T) {
 	if strings.Contains(out, "/d/b.txt") {
 		t.Errorf("a record names the directory's old path:\n%s", out)
 	}
-}
-
-// TestKernelWatchPIDReuse: a process of the host touches a file below the
-// root; after it ends, a process of the sandbox gets its pid (pid_max is
-// small, and a server can cycle through the pids in seconds). What the
-// sandbox's process does must be recorded: an answer cached for the
-// pid's former owner must not hide it.
-func TestKernelWatchPIDReuse(t *testing.T) {
-	testutil.RequireRoot(t)
-	const lastPID = "/proc/sys/kernel/ns_last_pid"
-	if _, err := os.Stat(lastPID); err != nil {
-		t.Skipf("needs %s: %v", lastPID, err)
-	}
-	base, _ := filepath.EvalSymlinks(t.TempDir())
-	root := filepath.Join(base, "proj")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s := startSandboxShell(t, root)
-	for try := 0; try < 5; try++ {
-		// A host process's event below the root: its pid is not the
-		// sandbox's.
-		host := exec.Command("/bin/sh", "-c", `echo h > "$1"`, "sh", filepath.Join(root, fmt.Sprintf("host%d.txt", try)))
-		if err := host.Run(); err != nil {
-			t.Fatal(err)
-		}
-		pid := host.Process.Pid
-		// A barrier from the sandbox: the host's event has been seen.
-		barrier := fmt.Sprintf("barrier%d.txt", try)
-		s.run(t, "echo b > "+barrier)
-		if !s.waitFor(`"path":"/view/proj/`+barrier+`"`, 10*time.Second) {
-			t.Fatalf("no record of %s:\n%s", barrier, s.buf.String())
-		}
-		// The sandbox's next process gets that pid (unless another
-		// process of the machine forks first: then try again).
-		reused := fmt.Sprintf("reused%d.txt", try)
-		if err := os.WriteFile(lastPID, []byte(strconv.Itoa(pid-1)), 0o644); err != nil {
-			t.Skipf("cannot choose the next pid: %v", err)
-		}
-		s.run(t, "( echo r > "+reused+"; sleep 3 ) &")
-		got := false
-		deadline := time.Now().Add(2 * time.Second)
-		for !got && time.Now().Before(deadline) {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", s.cmd.Process.Pid, s.cmd.Process.Pid))
-			for _, f := range strings.Fields(string(b)) {
-				got = got || f == strconv.Itoa(pid)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if !got {
-			t.Logf("try %d: pid %d went to another process", try, pid)
-			continue
-		}
-		if !s.waitFor(`"path":"/view/proj/`+reused+`"`, 2*time.Second) {
-			t.Fatalf("the sandbox's process %d, whose pid a host process had, is not recorded:\n%s", pid, s.buf.String())
-		}
-		return
-	}
-	t.Skip("could not give the sandbox a host process's pid")
 }

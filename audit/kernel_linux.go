@@ -7,32 +7,40 @@ package audit
 // reports it. One fanotify group with a filesystem mark on each root's
 // file system (FAN_MARK_FILESYSTEM: CAP_SYS_ADMIN in the initial user
 // namespace, so as root only) reports creates, deletes, renames, attribute
-// changes and closes, each with its directory's handle and the name; an
-// event is kept when its process is in the sandbox's PID namespace and its
-// path is below a root. Reads are counted at close (FAN_CLOSE_NOWRITE),
-// writes recorded at close (FAN_CLOSE_WRITE): no event on each read or
-// write, so the server's I/O is not slowed (the kernel may merge like
-// events still queued, so read counts are a lower bound). The group's queue is the
-// kernel's default (bounded); when it overflows, the loss is counted.
+// changes and closes, each with its directory's handle and the name.
+// Reads are counted at close (FAN_CLOSE_NOWRITE), writes recorded at
+// close (FAN_CLOSE_WRITE): no event on each read or write, so the server's
+// I/O is not slowed (the kernel may merge like events still queued, so
+// read counts are a lower bound). The group's queue is the kernel's
+// default (bounded); when it overflows, the loss is counted.
 //
-// Known gaps. The PID filter asks /proc when it reads an event, so an
-// event of a sandbox process that has already ended by then (a short
-// `rm` or `cp`) is not recorded: its PID namespace can no longer be
-// told. The filesystem marks make every change and close on the roots'
-// file systems an event, the host's own processes' too, which the daemon
+// The group has two halves. The daemon (P1) makes it, marks the roots'
+// file systems, resolves each event's directory handle to a path and
+// records it (KernelWatch). The sandbox's init (P2, PID 1 of the
+// sandbox's PID namespace) reads it (Forward): the kernel gives each
+// event's process as the reader's PID namespace numbers it, 0 for one
+// outside it, so P2 tells the sandbox's processes from the host's when it
+// reads the event, also for a process that has ended since (a short `rm`),
+// and adds the command name from its own /proc. A pid in these records is
+// the sandbox's.
+//
+// Known cost. The filesystem marks make every change and close on the
+// roots' file systems an event, the host's own processes' too, which P2
 // reads and drops: the host pays for them while an audited session runs
 // (BENCHMARKS.md).
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -43,57 +51,51 @@ const kernelMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_RENAME | unix.FA
 	unix.FAN_CLOSE_WRITE | unix.FAN_CLOSE_NOWRITE | unix.FAN_ONDIR
 
 // KernelWatch feeds a Log with what the kernel serves below the roots to
-// the processes of one PID namespace. Close it.
+// the sandbox's processes, as Forward passes it on. Close it.
 type KernelWatch struct {
 	l     *Log
 	log   *zap.Logger
-	f     *os.File
-	pidns string // "pid:[N]", as /proc/PID/ns/pid reads
+	group *os.File // the fanotify group: marks are added here; P2 reads it
 
 	// mu guards the fields that follow.
 	mu    sync.Mutex
+	in    io.Closer         // the events Forward passes on, once Consume
 	roots []RootPath        // longest host path first
 	fs    map[[8]byte]int   // fsid -> a descriptor on it (open_by_handle_at)
 	devs  map[uint64]bool   // devices marked (or that could not be)
 	dirs  map[string]string // handle key -> directory path, bounded
-	pids  map[int32]pidSeen // pid -> in the sandbox, bounded
 	done  chan struct{}
 }
 
-// cacheMax bounds the directory cache; pidCacheMax, the pid cache, each
-// of whose entries holds a descriptor.
-const (
-	cacheMax    = 4096
-	pidCacheMax = 512
-)
+// cacheMax bounds the directory cache.
+const cacheMax = 4096
 
-// pidSeen is what the watch learnt of a pid: whether its process is in
-// the sandbox, and a pidfd of that process, which says when it has ended
-// and its pid may be another process's.
-type pidSeen struct {
-	in bool
-	fd int
-}
-
-// NewKernelWatch watches for the processes in the PID namespace of pid
-// (the sandbox's init). It needs CAP_SYS_ADMIN in the initial user
-// namespace; the error says so.
-func NewKernelWatch(l *Log, pid int, log *zap.Logger) (*KernelWatch, error) {
+// NewKernelWatch makes the fanotify group (Group), to be given to the
+// sandbox's init, which reads it (Forward); Consume then takes what it
+// passes on. Marks need CAP_SYS_ADMIN in the initial user namespace:
+// SetRoots says so once where it is missing.
+func NewKernelWatch(l *Log, log *zap.Logger) (*KernelWatch, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
-	if err != nil {
-		return nil, fmt.Errorf("audit of the kernel data path: %w", err)
-	}
 	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME|unix.FAN_REPORT_FID, unix.O_RDONLY|unix.O_LARGEFILE)
 	if err != nil {
-		return nil, fmt.Errorf("audit of the kernel data path needs fanotify filesystem marks (root, not in a user namespace): %w", err)
+		return nil, fmt.Errorf("audit of the kernel data path needs fanotify with file handles (Linux 5.9): %w", err)
 	}
-	w := &KernelWatch{l: l, log: log, f: os.NewFile(uintptr(fd), "fanotify-audit"), pidns: ns,
-		fs: map[[8]byte]int{}, devs: map[uint64]bool{}, dirs: map[string]string{}, pids: map[int32]pidSeen{}, done: make(chan struct{})}
-	go w.run()
-	return w, nil
+	return &KernelWatch{l: l, log: log, group: os.NewFile(uintptr(fd), "fanotify-audit"),
+		fs: map[[8]byte]int{}, devs: map[uint64]bool{}, dirs: map[string]string{}, done: make(chan struct{})}, nil
+}
+
+// Group is the fanotify group, for the sandbox's init to read (Forward).
+func (w *KernelWatch) Group() *os.File { return w.group }
+
+// Consume records what Forward passes on through r, until r ends or
+// Close. It takes r.
+func (w *KernelWatch) Consume(r io.ReadCloser) {
+	w.mu.Lock()
+	w.in = r
+	w.mu.Unlock()
+	go w.run(r)
 }
 
 // SetRoots sets the roots whose events are kept, marking the file systems
@@ -128,7 +130,7 @@ func (w *KernelWatch) mark(host string) {
 		unix.Close(fd)
 		return
 	}
-	err = unix.FanotifyMark(int(w.f.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, kernelMask, unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd))
+	err = unix.FanotifyMark(int(w.group.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, kernelMask, unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd))
 	w.devs[st.Dev] = err == nil
 	if err != nil {
 		w.log.Warn("audit log: what the kernel serves below this root is not recorded (fanotify filesystem marks need root, outside a user namespace); refusals and root changes are", zap.String("root", host), zap.Error(err))
@@ -146,119 +148,136 @@ func (w *KernelWatch) mark(host string) {
 
 // Close stops the watch.
 func (w *KernelWatch) Close() {
-	w.f.Close()
-	<-w.done
+	w.group.Close()
+	w.mu.Lock()
+	in := w.in
+	w.mu.Unlock()
+	if in != nil {
+		in.Close()
+		<-w.done
+	}
 	w.mu.Lock()
 	for _, fd := range w.fs {
 		unix.Close(fd)
 	}
 	w.fs = map[[8]byte]int{}
-	w.forgetPIDsLocked()
 	w.mu.Unlock()
-}
-
-func (w *KernelWatch) forgetPIDsLocked() {
-	for _, e := range w.pids {
-		unix.Close(e.fd)
-	}
-	w.pids = map[int32]pidSeen{}
 }
 
 const kmetaLen = int(unsafe.Sizeof(unix.FanotifyEventMetadata{}))
 
-func (w *KernelWatch) run() {
+// frameHead is a forwarded event's header: its length (of what follows)
+// and the process's command name.
+const frameHead = 4 + 16
+
+// frameMax bounds a forwarded event (an event with two names).
+const frameMax = 8 << 10
+
+func (w *KernelWatch) run(r io.Reader) {
 	defer close(w.done)
-	buf := make([]byte, 64<<10)
+	br := bufio.NewReaderSize(r, 64<<10)
+	head := make([]byte, frameHead)
+	buf := make([]byte, frameMax)
 	for {
-		k, err := w.f.Read(buf)
-		if err != nil {
-			if !errors.Is(err, os.ErrClosed) {
-				w.log.Warn("audit log: the kernel data path's events stopped", zap.Error(err))
-			}
+		if _, err := io.ReadFull(br, head); err != nil {
 			return
 		}
-		b := buf[:k]
-		for len(b) >= kmetaLen {
+		n := int(binary.NativeEndian.Uint32(head[:4]))
+		if n < kmetaLen || n > frameMax {
+			w.log.Warn("audit log: a malformed event from the sandbox's init; the kernel data path's events stop here", zap.Int("len", n))
+			return
+		}
+		if _, err := io.ReadFull(br, buf[:n]); err != nil {
+			return
+		}
+		comm := string(bytes.TrimRight(head[4:], "\x00"))
+		m := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&buf[0]))
+		if int(m.Metadata_len) > n {
+			continue
+		}
+		if m.Mask&unix.FAN_Q_OVERFLOW != 0 {
+			w.l.drop(1, "the kernel's event queue overflowed")
+			continue
+		}
+		if m.Mask&unix.FAN_RENAME != 0 && m.Mask&unix.FAN_ONDIR != 0 {
+			// Whoever moved a directory (the sandbox or the user),
+			// the paths cached below it changed.
+			w.mu.Lock()
+			w.dirs = map[string]string{}
+			w.mu.Unlock()
+		}
+		if m.Pid == 0 {
+			continue // a process outside the sandbox
+		}
+		w.event(m.Mask, int(m.Pid), comm, buf[int(m.Metadata_len):n])
+	}
+}
+
+// Forward runs in the sandbox's init (PID 1 of the sandbox's PID
+// namespace): it reads the events of group, whose processes the kernel
+// numbers as this namespace does (0 for one outside it), and writes to out
+// those of the sandbox's processes, each framed with its command name, and
+// the directory renames and overflows of anyone (KernelWatch needs them).
+// stop reads what is left in the queue and returns once written: call it
+// before the init exits.
+func Forward(group, out *os.File) (stop func()) {
+	var mu sync.Mutex // one writer of out: the loop, then stop
+	dead := false
+	pass := func(b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		for len(b) >= kmetaLen && !dead {
 			m := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&b[0]))
 			el := int(m.Event_len)
-			if el < kmetaLen || el > len(b) || int(m.Metadata_len) > el {
-				break
+			if el < kmetaLen || el > len(b) || el > frameMax {
+				return
 			}
-			ev := b[int(m.Metadata_len):el]
+			ev := b[:el]
 			b = b[el:]
 			if m.Fd >= 0 {
 				unix.Close(int(m.Fd))
 			}
-			if m.Mask&unix.FAN_Q_OVERFLOW != 0 {
-				w.l.drop(1, "the kernel's event queue overflowed")
+			keep := m.Pid != 0 || m.Mask&unix.FAN_Q_OVERFLOW != 0 || m.Mask&unix.FAN_RENAME != 0 && m.Mask&unix.FAN_ONDIR != 0
+			if !keep {
 				continue
 			}
-			if m.Mask&unix.FAN_RENAME != 0 && m.Mask&unix.FAN_ONDIR != 0 {
-				// Whoever moved a directory (the sandbox or the user),
-				// the paths cached below it changed.
-				w.mu.Lock()
-				w.dirs = map[string]string{}
-				w.mu.Unlock()
+			frame := make([]byte, frameHead, frameHead+el)
+			binary.NativeEndian.PutUint32(frame[:4], uint32(el))
+			if m.Pid > 0 {
+				copy(frame[4:], Comm(int(m.Pid)))
 			}
-			if !w.inSandbox(m.Pid) {
-				continue
+			frame = append(frame, ev...)
+			if _, err := out.Write(frame); err != nil {
+				dead = true // P1 is gone: the events go nowhere
 			}
-			w.event(m.Mask, int(m.Pid), ev)
 		}
 	}
-}
-
-// inSandbox reports whether pid is a process of the sandbox. The answer
-// is cached with a pidfd of the process it was asked of: pids are reused
-// (pid_max may be 32768, and a server can cycle through them), and a
-// cached answer about a pid's former owner must neither hide the sandbox's
-// process that has it now nor show a host process's events.
-func (w *KernelWatch) inSandbox(pid int32) bool {
-	w.mu.Lock()
-	e, ok := w.pids[pid]
-	w.mu.Unlock()
-	if ok {
-		if !ended(e.fd) || !running(pid) {
-			// The same process, or it ended and no other has its pid:
-			// the event is that process's.
-			return e.in
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := group.Read(buf)
+			if err != nil {
+				return
+			}
+			pass(buf[:k])
 		}
-		w.mu.Lock()
-		delete(w.pids, pid)
-		w.mu.Unlock()
-		unix.Close(e.fd)
+	}()
+	return func() {
+		_ = group.SetReadDeadline(time.Now())
+		<-done
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := unix.Read(int(group.Fd()), buf)
+			if err != nil || k <= 0 {
+				break
+			}
+			pass(buf[:k])
+		}
+		group.Close()
+		out.Close()
 	}
-	fd, err := unix.PidfdOpen(int(pid), 0)
-	ns, nerr := os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/ns/pid")
-	in := nerr == nil && ns == w.pidns
-	if err != nil {
-		return in // gone, or no pidfds (before Linux 5.3): not kept
-	}
-	if ended(fd) {
-		// It ended while asked: the answer may be of the pid's next
-		// owner, so it is not kept.
-		unix.Close(fd)
-		return in
-	}
-	w.mu.Lock()
-	if len(w.pids) >= pidCacheMax {
-		w.forgetPIDsLocked()
-	}
-	w.pids[pid] = pidSeen{in: in, fd: fd}
-	w.mu.Unlock()
-	return in
-}
-
-// ended reports whether the process of pidfd fd has ended.
-func ended(fd int) bool {
-	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(p, 0)
-	return err != nil || n > 0
-}
-
-// running reports whether some process has pid now.
-func running(pid int32) bool {
-	return !errors.Is(unix.Kill(int(pid), 0), unix.ESRCH)
 }
 
 // info is one DFID_NAME record: the directory's handle key and the name.
@@ -344,7 +363,7 @@ func (w *KernelWatch) view(host string) (string, bool) {
 	return "", false
 }
 
-func (w *KernelWatch) event(mask uint64, pid int, b []byte) {
+func (w *KernelWatch) event(mask uint64, pid int, comm string, b []byte) {
 	var from, to string
 	var fromHost string
 	for _, in := range parseInfo(b) {
@@ -373,7 +392,7 @@ func (w *KernelWatch) event(mask uint64, pid int, b []byte) {
 		if from == "" && to == "" {
 			return
 		}
-		w.l.Add(Record{Op: OpRename, Path: from, Host: fromHost, Dest: to, PID: pid, Comm: Comm(pid)})
+		w.l.Add(Record{Op: OpRename, Path: from, Host: fromHost, Dest: to, PID: pid, Comm: comm, innerPID: true})
 		return
 	}
 	if from == "" {
@@ -382,18 +401,14 @@ func (w *KernelWatch) event(mask uint64, pid int, b []byte) {
 	// The kernel merges like events still queued (same object, same
 	// process) into one with every bit set: each bit is a record, in the
 	// order they happen.
-	comm := ""
 	add := func(op string) {
-		if comm == "" {
-			comm = Comm(pid)
-		}
-		w.l.Add(Record{Op: op, Path: from, Host: fromHost, PID: pid, Comm: comm})
+		w.l.Add(Record{Op: op, Path: from, Host: fromHost, PID: pid, Comm: comm, innerPID: true})
 	}
 	if mask&unix.FAN_CREATE != 0 {
 		add(OpCreate)
 	}
 	if mask&unix.FAN_CLOSE_NOWRITE != 0 && mask&unix.FAN_ONDIR == 0 {
-		w.l.Read(from, fromHost, pid)
+		w.l.read(from, fromHost, pid, true)
 	}
 	if mask&unix.FAN_ATTRIB != 0 {
 		add(OpAttr)

@@ -4,6 +4,8 @@ package audit
 
 import (
 	"errors"
+	"io"
+	"os"
 
 	"go.uber.org/zap"
 )
@@ -12,12 +14,21 @@ import (
 type KernelWatch struct{}
 
 // NewKernelWatch fails off Linux.
-func NewKernelWatch(*Log, int, *zap.Logger) (*KernelWatch, error) {
+func NewKernelWatch(*Log, *zap.Logger) (*KernelWatch, error) {
 	return nil, errors.New("audit of the kernel data path needs Linux")
 }
+
+// Group is nil off Linux.
+func (*KernelWatch) Group() *os.File { return nil }
+
+// Consume does nothing off Linux.
+func (*KernelWatch) Consume(io.ReadCloser) {}
 
 // SetRoots does nothing off Linux.
 func (*KernelWatch) SetRoots([]RootPath) {}
 
 // Close does nothing off Linux.
 func (*KernelWatch) Close() {}
+
+// Forward does nothing off Linux.
+func Forward(*os.File, *os.File) (stop func()) { return func() {} }

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
@@ -37,11 +38,23 @@ func runInit() {
 	}
 	unix.CloseOnExec(syncFD)
 	unix.CloseOnExec(specFD)
-	netFD, _ := strconv.Atoi(os.Getenv(envNetFD)) // issue 23: only with Spec.Net
+	netFD, _ := strconv.Atoi(os.Getenv(envNetFD)) // only with Spec.Net
 	os.Unsetenv(envNetFD)
 	if netFD >= 3 {
 		unix.CloseOnExec(netFD)
 	}
+	// The audit group and the pipe its events go on to (never the server's).
+	auditGroup, auditOut := -1, -1
+	if g, o, ok := strings.Cut(os.Getenv(envAuditFD), ","); ok {
+		auditGroup, _ = strconv.Atoi(g)
+		auditOut, _ = strconv.Atoi(o)
+		for _, fd := range []int{auditGroup, auditOut} {
+			if fd >= 3 {
+				unix.CloseOnExec(fd)
+			}
+		}
+	}
+	os.Unsetenv(envAuditFD)
 	report := os.NewFile(uintptr(syncFD), "sync")
 	fail := func(err error) {
 		_ = writeStageReport(report, stageReport{Kind: stageError, Msg: err.Error()})
@@ -106,6 +119,12 @@ func runInit() {
 	}
 	_ = writeStageReport(report, stageReport{Kind: stageOK, Pid: cmd.Process.Pid})
 	report.Close()
+	stopAudit := func() {}
+	if auditGroup >= 3 && auditOut >= 3 {
+		// Read here, in the sandbox's PID namespace, where the kernel
+		// tells the sandbox's processes from the host's (audit.Forward).
+		stopAudit = audit.Forward(os.NewFile(uintptr(auditGroup), "audit-group"), os.NewFile(uintptr(auditOut), "audit-out"))
+	}
 	// P2 keeps no copy of the server's stdio pipes: P1 sees EOF on stdout
 	// when the server (and whatever it left behind) is gone.
 	if devnull, err := os.OpenFile("/dev/null", os.O_RDWR, 0); err == nil {
@@ -113,7 +132,9 @@ func runInit() {
 		unix.Dup2(int(devnull.Fd()), 1)
 		devnull.Close()
 	}
-	os.Exit(reap(cmd.Process.Pid, sigs))
+	code := reap(cmd.Process.Pid, sigs)
+	stopAudit() // what is queued still goes on
+	os.Exit(code)
 }
 
 // bindHint names the directory to bind for what d says is missing: the

@@ -32,6 +32,10 @@ type ServerOptions struct {
 	Stderr *os.File
 	// Logger receives lifecycle messages; nil means none.
 	Logger *zap.Logger
+	// AuditGroup, when set, is a fanotify group (audit.KernelWatch) that
+	// the sandbox's init reads, where the kernel numbers processes as the
+	// sandbox does, and passes on (audit.Forward) to Server.AuditEvents.
+	AuditGroup *os.File
 }
 
 // Server is the running sandbox (P2, with the wrapped server P3 under it).
@@ -42,8 +46,11 @@ type Server struct {
 	// Stdout is the server's standard output (the protocol stream).
 	Stdout io.ReadCloser
 	// Net is the sandbox's TUN device and loopback listeners, with
-	// Spec.Net (issue 23); the caller owns and closes them.
+	// Spec.Net; the caller owns and closes them.
 	Net *NetFiles
+	// AuditEvents are the events of ServerOptions.AuditGroup that the
+	// sandbox's init passed on; the caller owns it.
+	AuditEvents io.ReadCloser
 
 	cmd       *exec.Cmd
 	serverPid int // P3's pid inside the PID namespace

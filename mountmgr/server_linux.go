@@ -91,6 +91,18 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		extra = append(extra, netChild)
 		env = append(env, envNetFD+"=5")
 	}
+	// The audit events: the group is read by P2, which passes them on
+	// through a pipe (audit.Forward).
+	var auditR, auditW *os.File
+	if opts.AuditGroup != nil {
+		if auditR, auditW, err = os.Pipe(); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+		}
+		closers = append(closers, auditR, auditW)
+		env = append(env, fmt.Sprintf("%s=%d,%d", envAuditFD, 3+len(extra), 4+len(extra)))
+		extra = append(extra, opts.AuditGroup, auditW)
+	}
 	cmd := &exec.Cmd{
 		Path:  "/proc/self/exe",
 		Args:  []string{"rootfs-init"},
@@ -132,6 +144,10 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	if netChild != nil {
 		netChild.Close()
 		defer netParent.Close()
+	}
+	if auditW != nil {
+		auditW.Close()
+		s.AuditEvents = auditR
 	}
 	go func() {
 		_, _ = io.Copy(teeWriter{&s.tail, stderr}, stderrR)

@@ -27,6 +27,7 @@ const (
 	envSpecFD    = "ROOTFS_SPEC_FD"    // P2: fd of the spec pipe (JSON)
 	envSyncFD    = "ROOTFS_SYNC_FD"    // P2: fd of the report pipe
 	envNetFD     = "ROOTFS_NET_FD"     // P2, with Spec.Net: fd of the socket that carries the TUN (net_linux.go)
+	envAuditFD   = "ROOTFS_AUDIT_FD"   // P2, with ServerOptions.AuditGroup: the fanotify group, then the pipe its events go on to
 )
 
 const (

@@ -160,7 +160,11 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	s.sigs = make(chan os.Signal, 4)
 	signal.Notify(s.sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	s.onRelease(func() { signal.Stop(s.sigs) })
-	if s.srv, err = mountmgr.StartServer(ctx, spec, mountmgr.ServerOptions{Stderr: os.Stderr, Logger: log}); err != nil {
+	sopts := mountmgr.ServerOptions{Stderr: os.Stderr, Logger: log}
+	if binds != nil && kernelPath {
+		sopts.AuditGroup = s.vis.kernelGroup() // nil without an audit log file
+	}
+	if s.srv, err = mountmgr.StartServer(ctx, spec, sopts); err != nil {
 		return nil, err
 	}
 	log.Debug("server started", zap.Int("pid", s.srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
@@ -177,9 +181,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 		}
 		s.onRelease(stopNet)
 	}
-	if binds != nil && kernelPath {
-		s.vis.watchKernel(s.srv.Pid())
-	}
+	s.vis.watchKernel(s.srv.AuditEvents)
 	s.vis.serve(spec, &o, !kernelPath)
 	if binds != nil && spec.HostLayout {
 		if err := binds.Attach(s.srv.Pid(), spec.TmpRoots, tmpKeep); err != nil {

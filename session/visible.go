@@ -223,17 +223,19 @@ func (v *visibility) netRefused(r netstack.Refusal) {
 	v.alog.Add(audit.Record{Op: op, Dest: r.Proto + " " + r.Dst, Result: audit.ResultRefused, Reason: r.Decision.Reason, Allow: r.Decision.Hint})
 }
 
-// watchKernel starts the kernel data path's audit for the sandbox whose
-// init is pid; only with an audit log file, since it costs the host an
-// event for each change on the roots' file systems.
-func (v *visibility) watchKernel(pid int) {
+// kernelGroup makes the kernel data path's audit watch, whose fanotify
+// group the sandbox's init will read (audit.Forward): nil unless an audit
+// log file is written, since it costs the host an event for each change
+// and close on the roots' file systems. Marks need root; without it
+// SetRoots says once that what the kernel serves is not recorded.
+func (v *visibility) kernelGroup() *os.File {
 	if v.file == nil {
-		return
+		return nil
 	}
-	kw, err := audit.NewKernelWatch(v.alog, pid, v.log)
+	kw, err := audit.NewKernelWatch(v.alog, v.log)
 	if err != nil {
 		v.log.Warn("audit log: what the kernel serves below the roots is not recorded (only refusals and root changes are)", zap.Error(err))
-		return
+		return nil
 	}
 	v.mu.Lock()
 	v.kwatch = kw
@@ -246,4 +248,16 @@ func (v *visibility) watchKernel(pid int) {
 		}
 		kw.SetRoots(roots)
 	}
+	return kw.Group()
+}
+
+// watchKernel takes the events the sandbox's init passes on.
+func (v *visibility) watchKernel(events io.ReadCloser) {
+	v.mu.Lock()
+	kw := v.kwatch
+	v.mu.Unlock()
+	if kw == nil || events == nil {
+		return
+	}
+	kw.Consume(events)
 }
