@@ -238,8 +238,8 @@ func Forward(group, out *os.File) (stop func()) {
 				unix.Close(int(m.Fd))
 			}
 			keep := m.Pid != 0 || m.Mask&unix.FAN_Q_OVERFLOW != 0 || m.Mask&unix.FAN_RENAME != 0 && m.Mask&unix.FAN_ONDIR != 0
-			if !keep {
-				continue
+			if !keep || m.Mask&^(unix.FAN_CLOSE|unix.FAN_ONDIR) == 0 && m.Mask&unix.FAN_ONDIR != 0 {
+				continue // the host's, or a directory closed (nothing is recorded of those)
 			}
 			frame := make([]byte, frameHead, frameHead+el)
 			binary.NativeEndian.PutUint32(frame[:4], uint32(el))
