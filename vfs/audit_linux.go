@@ -42,6 +42,9 @@ func (n *node) paths(name string) (view, host string) {
 	below, ok := strings.CutPrefix(rel, n.inc.name)
 	if ok && (below == "" || below[0] == '/') {
 		host = n.inc.hostPath + below
+	} else {
+		// Detached from the tree (its root left): name the root.
+		view, host = "/"+n.inc.name, n.inc.hostPath
 	}
 	return view, host
 }
@@ -112,4 +115,12 @@ func (r *rootDir) auditRefusedName(ctx context.Context, key string) {
 		rec.Allow = "--root DIR for a directory named " + path.Base(key)
 	}
 	a.Add(rec)
+}
+
+// auditRevoked records an operation refused because n's root left the
+// view (once per root incarnation; see rootInc.revokedSaid).
+func (n *node) auditRevoked(op string) {
+	view, host := n.paths("")
+	n.v.opts.Audit.Add(audit.Record{Op: audit.OpRevoked, Path: view, Host: host, Result: audit.ResultRefused,
+		Reason: op + " on a file of a root the client removed (once per root)", Allow: "the client's root again"})
 }

@@ -157,3 +157,40 @@ func TestViewAuditReadOnly(t *testing.T) {
 	}
 	t.Error("no record of the refused create")
 }
+
+// TestViewAuditRevoked: a read through a descriptor opened before its
+// root left is refused (EIO) and recorded once for the root, however
+// often the server retries.
+func TestViewAuditRevoked(t *testing.T) {
+	base, _ := filepath.EvalSymlinks(t.TempDir())
+	proj := filepath.Join(base, "proj")
+	os.MkdirAll(proj, 0o755)
+	os.WriteFile(filepath.Join(proj, "a.txt"), []byte("a"), 0o644)
+	logFile := filepath.Join(base, "audit.log")
+	s := serve(t, serveConfig{Roots: []string{proj}, AuditLog: logFile})
+	f, err := os.Open(filepath.Join(s.Mnt, "proj", "a.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.swap() // the client removes the root
+	buf := make([]byte, 8)
+	for range 3 {
+		if _, err := f.ReadAt(buf, 0); err == nil {
+			t.Fatal("read through a revoked root")
+		}
+	}
+	f.Close()
+	s.stop()
+	n := 0
+	for _, r := range readAudit(t, logFile) {
+		if r.Op == audit.OpRevoked {
+			n++
+			if r.Result != audit.ResultRefused || !strings.HasPrefix(r.Host, proj) {
+				t.Errorf("%+v", r)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d revoked records, want 1", n)
+	}
+}

@@ -270,7 +270,12 @@ func (n *node) mutable() error {
 	return nil
 }
 
-func (n *node) errno(op string, err error) syscall.Errno { return n.v.toErrno(op, err) }
+func (n *node) errno(op string, err error) syscall.Errno {
+	if err != nil && n.v.opts.Audit != nil && errors.Is(err, ErrRevoked) && n.inc.revokedSaid.CompareAndSwap(false, true) {
+		n.auditRevoked(op)
+	}
+	return n.v.toErrno(op, err)
+}
 
 func retryEINTR(f func() error) error {
 	for {

@@ -36,6 +36,10 @@ type rootInc struct {
 	dev, ino uint64
 	isDir    bool
 	revoked  atomic.Bool
+	// revokedSaid: an operation refused because the root left is in the
+	// audit log (once per incarnation: a server that spins on a dead
+	// descriptor must not fill it).
+	revokedSaid atomic.Bool
 }
 
 // leavingOf returns the names of old whose incarnation is not in ns, and

@@ -69,7 +69,7 @@ var (
 	_ = (fs.FilePassthroughFder)((*fileHandle)(nil))
 )
 
-func (h *fileHandle) errno(op string, err error) syscall.Errno { return h.n.v.toErrno(op, err) }
+func (h *fileHandle) errno(op string, err error) syscall.Errno { return h.n.errno(op, err) }
 
 // PassthroughFd offers the descriptor for FUSE passthrough only when the
 // view was configured for it (Options.Passthrough): a passthrough handle
