@@ -39,13 +39,13 @@ type visibility struct {
 	status  *instance.Server
 
 	// mu guards the fields that follow.
-	mu       sync.Mutex
-	info     instance.Info // what does not change, and the client
-	table    *rootset.Table
-	roots    []string // the last root set said, "host" or "host -> path"
-	source   string   // where it came from
-	layout   rootset.Layout
-	readOnly bool
+	mu        sync.Mutex
+	info      instance.Info // what does not change, and the client
+	table     *rootset.Table
+	roots     []string // the last root set said, "host" or "host -> path"
+	source    string   // where it came from
+	readOnly  bool
+	logWarned bool
 }
 
 // newVisibility opens the audit log (o.AuditLog: a file, "-" for stderr,
@@ -54,7 +54,7 @@ type visibility struct {
 func newVisibility(o *Options, log *zap.Logger) (*visibility, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	v := &visibility{log: log, id: hex.EncodeToString(b[:]), started: time.Now(), logName: o.AuditLog, layout: o.Roots.Layout, readOnly: o.Roots.ReadOnly}
+	v := &visibility{log: log, id: hex.EncodeToString(b[:]), started: time.Now(), logName: o.AuditLog, readOnly: o.Roots.ReadOnly}
 	var w io.WriteCloser
 	if o.AuditLog != "" {
 		var err error
@@ -90,7 +90,7 @@ func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
 	if strict {
 		info.DataPath = "strict (the daemon serves every operation)"
 	}
-	if v.layout == rootset.LayoutFlat {
+	if o.Roots.Layout == rootset.LayoutFlat {
 		info.Layout = "flat"
 	}
 	switch {
@@ -115,7 +115,7 @@ func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
 	for _, b := range spec.Binds {
 		ib := instance.Bind{Host: b.Source, Path: b.Dest, ReadOnly: b.ReadOnly && !b.Overlay, Reason: b.Reason}
 		if b.Symlink != "" {
-			ib.Host = b.Source + " (a symlink to " + b.Symlink + ")"
+			ib.Reason += ", a symlink to " + b.Symlink
 		}
 		if b.Reason == "" {
 			ib.Flag = "--bind"
@@ -167,6 +167,7 @@ func (v *visibility) installed(source string, t *rootset.Table, err error) {
 	if t == nil || err != nil {
 		return
 	}
+	v.warnLogInRoot(t)
 	for _, s := range t.Skipped() {
 		r := audit.Record{Op: audit.OpRootRef, Path: s.Root.URI, Result: audit.ResultRefused, Reason: s.Reason.Error(), Source: source}
 		if errors.Is(s.Reason, rootset.ErrNotAllowed) {
@@ -260,4 +261,27 @@ func (v *visibility) watchKernel(events io.ReadCloser) {
 		return
 	}
 	kw.Consume(events)
+}
+
+// warnLogInRoot says once when the audit log file lies in a root, where
+// the server can rewrite it.
+func (v *visibility) warnLogInRoot(t *rootset.Table) {
+	if v.file == nil || v.logName == "-" || v.logWarned {
+		return
+	}
+	p, err := filepath.Abs(v.logName)
+	if err != nil {
+		return
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil {
+		p = filepath.Join(real, filepath.Base(p))
+	}
+	for _, e := range t.Entries() {
+		if p == e.HostPath || strings.HasPrefix(p, e.HostPath+"/") {
+			v.logWarned = true
+			v.log.Warn("audit log: it lies in a root, where the server can rewrite it; give --audit-log a file outside the roots",
+				zap.String("log", p), zap.String("root", e.HostPath))
+			return
+		}
+	}
 }
