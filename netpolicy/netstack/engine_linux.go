@@ -228,6 +228,19 @@ func dstString(a netip.Addr, port uint16, names []string) string {
 	return s
 }
 
+// accept completes the sandbox's handshake of r and returns its side of
+// the connection; nil (and a reset) when the stack cannot.
+func accept(r *tcp.ForwarderRequest) *gonet.TCPConn {
+	var wq waiter.Queue
+	ep, terr := r.CreateEndpoint(&wq)
+	if terr != nil {
+		r.Complete(true)
+		return nil
+	}
+	r.Complete(false)
+	return gonet.NewTCPConn(&wq, ep)
+}
+
 // handleTCP runs in a goroutine of its own for each SYN (the forwarder's).
 func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 	id := r.ID()
@@ -244,14 +257,9 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 			return
 		}
 		defer func() { <-e.dnsSem }()
-		var wq waiter.Queue
-		ep, terr := r.CreateEndpoint(&wq)
-		if terr != nil {
-			r.Complete(true)
-			return
+		if c := accept(r); c != nil {
+			e.serveDNSTCP(c)
 		}
-		r.Complete(false)
-		e.serveDNSTCP(gonet.NewTCPConn(&wq, ep))
 		return
 	}
 	if !e.acquire() {
@@ -274,14 +282,10 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	defer up.Close()
-	var wq waiter.Queue
-	ep, terr := r.CreateEndpoint(&wq)
-	if terr != nil {
-		r.Complete(true)
+	c := accept(r)
+	if c == nil {
 		return
 	}
-	r.Complete(false)
-	c := gonet.NewTCPConn(&wq, ep)
 	defer c.Close()
 	upFirst := make(chan []byte, 1)
 	var peekMu sync.Mutex // held to change peeking and c's read deadline
