@@ -218,7 +218,8 @@ func TestVSCodeSandboxWrapStarts(t *testing.T) {
 	}
 	tr := runTS(t, append([]string{command}, e.Args...), scenario{Env: map[string]string{"HOME": home}, Cwd: project,
 		Roots: []mcpRoot{{URI: "file://" + project, Name: "proj"}}, Steps: []step{
-			call("read", "read_file", map[string]any{"path": inView(filepath.Join(project, "notes.md"))}),
+			// The entry runs rootfs run as wrap wrote it: in its default layout, the host paths.
+			call("read", "read_file", map[string]any{"path": filepath.Join(project, "notes.md")}),
 			call("lan", "exec", map[string]any{"argv": []string{"/usr/bin/curl", "--noproxy", "*", "-sS", "--max-time", "5", srv.URL}}),
 		}})
 	expect(t, kindWorks, "the wrapped server starts and reads its project", strings.Contains(tr.step(t, "read").Text, "project notes"), "%s\nstderr:\n%s", tr.step(t, "read"), tr.stderr)
