@@ -55,4 +55,6 @@ fuzz() { # package target
 fuzz rootset FuzzParseRoot
 fuzz rootset FuzzNames
 fuzz mcpbridge FuzzRouter
+fuzz netpolicy FuzzParseRule
+fuzz netpolicy/netstack FuzzServerName
 echo "== all tests passed" >&2
