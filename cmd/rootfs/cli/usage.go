@@ -49,6 +49,17 @@ missing (interpreter, symlink target, loader) and the flag that fixes it. A COMM
 static root ("~/src/app/bin/server" with --root ~/src/app) runs from the
 view.
 
+COMMAND has a network namespace of its own whose only way out is rootfs,
+which is its DNS resolver and judges every connection, for every program
+(no proxy variables): the public internet is allowed, the host's loopback
+and own addresses, private ranges, link-local (the cloud metadata address)
+and multicast are refused; --allow-net adds (localhost:PORT shows a host
+port at the same URL), --net-only allows nothing else, --deny-net takes
+away, --no-network leaves loopback only, --host-network shares the host's
+network unfiltered. Each refusal is one line on stderr with the flag that
+allows it. --audit-log FILE records what COMMAND touched and was refused;
+"rootfs status" and "rootfs why" show a running session and its refusals.
+
 Examples:
   rootfs run -- npx -y @modelcontextprotocol/server-filesystem
   rootfs run --git-identity -- ~/.venvs/git/bin/mcp-server-git
@@ -57,6 +68,8 @@ Examples:
   rootfs run --root ~/src/app --read-only -- /usr/bin/node server.js ~/src/app
   rootfs run --layout flat --root ~/src/app -- /usr/bin/node /app/server.js /app
   rootfs run --allow ~/src --ro-bind ~/src/tool -- node ./dist/index.js
+  rootfs run --allow-net localhost:5432 --audit-log ~/mcp-audit.log -- npx -y some-db-server
+  rootfs run --net-only registry.npmjs.org,api.github.com -- npx -y @modelcontextprotocol/server-github
 
 Exit status:
   the server's own status; 125 when rootfs itself fails (one line on stderr
