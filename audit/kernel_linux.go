@@ -223,9 +223,19 @@ func (w *KernelWatch) run(r io.Reader) {
 func Forward(group, out *os.File) (stop func()) {
 	var mu sync.Mutex // one writer of out: the loop, then stop
 	dead := false
+	var batch []byte // the frames of one read, written at once
 	pass := func(b []byte) {
 		mu.Lock()
 		defer mu.Unlock()
+		batch = batch[:0]
+		comms := map[int32]string{} // one read's events come from few processes
+		defer func() {
+			if len(batch) > 0 && !dead {
+				if _, err := out.Write(batch); err != nil {
+					dead = true // P1 is gone: the events go nowhere
+				}
+			}
+		}()
 		for len(b) >= kmetaLen && !dead {
 			m := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&b[0]))
 			el := int(m.Event_len)
@@ -241,15 +251,17 @@ func Forward(group, out *os.File) (stop func()) {
 			if !keep || m.Mask&^(unix.FAN_CLOSE|unix.FAN_ONDIR) == 0 && m.Mask&unix.FAN_ONDIR != 0 {
 				continue // the host's, or a directory closed (nothing is recorded of those)
 			}
-			frame := make([]byte, frameHead, frameHead+el)
-			binary.NativeEndian.PutUint32(frame[:4], uint32(el))
+			var head [frameHead]byte
+			binary.NativeEndian.PutUint32(head[:4], uint32(el))
 			if m.Pid > 0 {
-				copy(frame[4:], Comm(int(m.Pid)))
+				c, ok := comms[m.Pid]
+				if !ok {
+					c = Comm(int(m.Pid))
+					comms[m.Pid] = c
+				}
+				copy(head[4:], c)
 			}
-			frame = append(frame, ev...)
-			if _, err := out.Write(frame); err != nil {
-				dead = true // P1 is gone: the events go nowhere
-			}
+			batch = append(append(batch, head[:]...), ev...)
 		}
 	}
 	done := make(chan struct{})
