@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/control"
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
 // The host watcher lets the kernel cache names, attributes, negative
@@ -395,35 +396,15 @@ func (w *hostWatch) dispatch(b []byte) {
 
 // event appends the actions for one event's info records.
 func (w *hostWatch) event(acts []action, mask uint64, self bool, info []byte) []action {
-	for len(info) >= 4 {
-		typ := info[0]
-		l := int(binary.NativeEndian.Uint16(info[2:4]))
-		if l < 4 || l > len(info) {
-			return acts
-		}
-		rec := info[4:l]
-		info = info[l:]
-		if len(rec) < 16 {
-			continue
-		}
-		hb := int(binary.NativeEndian.Uint32(rec[8:12]))
-		if 16+hb > len(rec) {
-			continue
-		}
-		nodes := w.find(rec[:16+hb])
+	linux.FanotifyInfos(info, func(in linux.FanotifyInfo) bool {
+		nodes := w.find(in.Key)
 		if len(nodes) == 0 || (self && len(nodes) < 2) {
-			continue
+			return true
 		}
+		typ := in.Type
 		name := ""
 		if typ == unix.FAN_EVENT_INFO_TYPE_DFID_NAME {
-			nm := rec[16+hb:]
-			for i, c := range nm {
-				if c == 0 {
-					nm = nm[:i]
-					break
-				}
-			}
-			name = string(nm)
+			name = string(in.Name)
 		}
 		data := mask&unix.FAN_MODIFY != 0
 		reLookup := mask&(unix.FAN_MODIFY|unix.FAN_ATTRIB) != 0
@@ -457,7 +438,8 @@ func (w *hostWatch) event(acts []action, mask uint64, self bool, info []byte) []
 				acts = append(acts, action{n: n})
 			}
 		}
-	}
+		return true
+	})
 	return acts
 }
 
