@@ -29,11 +29,9 @@ package audit
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,10 +159,26 @@ const readSlack = 4
 // itself, never through the queue: a burst of reads of many files must
 // not crowd out the other records, nor be dropped for them.
 type readTables struct {
-	cur, full map[readKey]*readCount
+	cur, full *readTable
+}
+
+// readTable counts reads by file, in the order each file was first read.
+type readTable struct {
+	at     map[readKey]int32 // index in counts
+	counts []readCount
+}
+
+func newReadTable() *readTable { return &readTable{at: map[readKey]int32{}} }
+
+func (t *readTable) len() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.counts)
 }
 
 type readCount struct {
+	readKey
 	n     int64
 	pid   int
 	inner bool // pid is the sandbox's number (Record.innerPID)
@@ -189,7 +203,7 @@ func New(w io.Writer, o Options) *Log {
 		o.Now = time.Now
 	}
 	l := &Log{opts: o, w: w, queue: make(chan Record, o.QueueLen), done: make(chan struct{}), wake: make(chan struct{}, 1),
-		counts: map[string]int64{}, reads: readTables{cur: map[readKey]*readCount{}}}
+		counts: map[string]int64{}, reads: readTables{cur: newReadTable()}}
 	go l.run()
 	return l
 }
@@ -282,12 +296,14 @@ func (l *Log) read(path, host string, pid int, inner bool) {
 		return // counted; no file to write the per-file counts to
 	}
 	k := readKey{path, host}
-	c := l.reads.cur[k]
-	if c == nil {
-		switch n := len(l.reads.cur); {
+	t := l.reads.cur
+	i, ok := t.at[k]
+	if !ok {
+		switch n := t.len(); {
 		case n >= l.opts.ReadFiles && l.reads.full == nil:
 			// Full: hand it to the writer, and wake it.
-			l.reads.full, l.reads.cur = l.reads.cur, map[readKey]*readCount{}
+			l.reads.full, l.reads.cur = t, newReadTable()
+			t = l.reads.cur
 			select {
 			case l.wake <- struct{}{}:
 			default:
@@ -299,9 +315,11 @@ func (l *Log) read(path, host string, pid int, inner bool) {
 			l.lostTotal++
 			return
 		}
-		c = &readCount{}
-		l.reads.cur[k] = c
+		i = int32(len(t.counts))
+		t.at[k] = i
+		t.counts = append(t.counts, readCount{readKey: k})
 	}
+	c := &t.counts[i]
 	c.n++
 	c.pid, c.inner = pid, inner
 }
@@ -319,24 +337,21 @@ func (l *Log) drop(n int64, why string) {
 	}
 }
 
-// takeReads returns the read counts as records, by path, and empties the
-// tables.
+// takeReads returns the read counts as records, in the order the files
+// were first read, and empties the tables.
 func (l *Log) takeReads() []Record {
 	l.mu.Lock()
-	tables := []map[readKey]*readCount{l.reads.full, l.reads.cur}
-	l.reads = readTables{cur: map[readKey]*readCount{}}
+	tables := []*readTable{l.reads.full, l.reads.cur}
+	l.reads = readTables{cur: newReadTable()}
 	l.mu.Unlock()
 	now := l.opts.Now()
-	var out []Record
+	out := make([]Record, 0, tables[0].len()+tables[1].len())
 	for _, t := range tables {
-		keys := make([]readKey, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
+		if t == nil {
+			continue
 		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i].path < keys[j].path })
-		for _, k := range keys {
-			c := t[k]
-			out = append(out, Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: k.path, Host: k.host, Result: ResultOK, PID: c.pid, Count: c.n, innerPID: c.inner})
+		for _, c := range t.counts {
+			out = append(out, Record{Time: now, Instance: l.opts.Instance, Op: OpRead, Path: c.path, Host: c.host, Result: ResultOK, PID: c.pid, Count: c.n, innerPID: c.inner})
 		}
 	}
 	return out
@@ -350,7 +365,7 @@ func (l *Log) run() {
 		return
 	}
 	bw := bufio.NewWriterSize(l.w, 64<<10)
-	enc := json.NewEncoder(bw)
+	var line []byte // one record's JSON, reused
 	tick := time.NewTicker(l.opts.FlushEvery)
 	defer tick.Stop()
 	var lost int64    // dropped records not yet said in the file
@@ -379,7 +394,8 @@ func (l *Log) run() {
 		if r.Op != OpDropped {
 			pending++
 		}
-		if err := enc.Encode(r); err != nil {
+		line = r.appendJSON(line[:0])
+		if _, err := bw.Write(line); err != nil {
 			fail(err)
 		}
 	}

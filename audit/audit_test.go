@@ -174,7 +174,7 @@ func TestReadTableBound(t *testing.T) {
 		l.Read("/p/"+string(rune('a'+i)), "", 1)
 	}
 	l.mu.Lock()
-	n := len(l.reads.cur) + len(l.reads.full)
+	n := l.reads.cur.len() + l.reads.full.len()
 	l.mu.Unlock()
 	if n > 4*readSlack {
 		t.Errorf("read tables hold %d, bound %d", n, 4*readSlack)
