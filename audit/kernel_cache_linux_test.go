@@ -3,6 +3,7 @@
 package audit
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -45,6 +46,7 @@ type sandboxShell struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	stdout io.ReadCloser
+	lines  *bufio.Reader // stdout, once startSandboxAt has read from it
 	buf    *lockedBuffer
 	l      *Log
 	w      *KernelWatch
@@ -72,6 +74,16 @@ func forwarderMain(script string) int {
 		fmt.Fprintln(os.Stderr, "forwarder:", err)
 		return 2
 	}
+	// As rootfs's sandbox does, reach the root through a mount of this
+	// namespace's own (a bind at the view path), said ready once made.
+	if view := os.Getenv("ROOTFS_AUDIT_TEST_BIND"); view != "" {
+		if err := unix.Mount(os.Getenv("ROOTFS_AUDIT_TEST_ROOT"), view, "", unix.MS_BIND, ""); err != nil {
+			fmt.Fprintln(os.Stderr, "forwarder:", err)
+			return 2
+		}
+		os.Setenv("ROOTFS_AUDIT_TEST_ROOT", view)
+		fmt.Println("ready")
+	}
 	stop := Forward(os.NewFile(3, "group"), os.NewFile(4, "out"))
 	cmd := exec.Command("/bin/sh", "-c", script, "sh", os.Getenv("ROOTFS_AUDIT_TEST_ROOT"))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -87,6 +99,14 @@ func forwarderMain(script string) int {
 // under a forwarder that plays the sandbox's init, with a kernel watch of
 // root at /view/proj.
 func startSandbox(t *testing.T, root, script string) *sandboxShell {
+	return startSandboxAt(t, root, "", script)
+}
+
+// startSandboxAt is startSandbox; with view set, the forwarder binds root
+// at view in its own mount namespace, the script runs there, the watch
+// has root at view, and the sandbox's mounts are marked (MarkSandbox) as
+// rootfs run does once its server has started.
+func startSandboxAt(t *testing.T, root, view, script string) *sandboxShell {
 	t.Helper()
 	testutil.RequireRoot(t)
 	s := &sandboxShell{buf: &lockedBuffer{}}
@@ -96,13 +116,17 @@ func startSandbox(t *testing.T, root, script string) *sandboxShell {
 		t.Fatal(err)
 	}
 	s.w = w
-	w.SetRoots([]RootPath{{Host: root, View: "/view/proj"}})
+	if view == "" {
+		w.SetRoots([]RootPath{{Host: root, View: "/view/proj"}})
+	} else {
+		w.SetRoots([]RootPath{{Host: root, View: view}})
+	}
 	r, out, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "ROOTFS_AUDIT_TEST_FORWARDER="+script, "ROOTFS_AUDIT_TEST_ROOT="+root)
+	cmd.Env = append(os.Environ(), "ROOTFS_AUDIT_TEST_FORWARDER="+script, "ROOTFS_AUDIT_TEST_ROOT="+root, "ROOTFS_AUDIT_TEST_BIND="+view)
 	cmd.ExtraFiles = []*os.File{w.Group(), out}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	cmd.Stderr = os.Stderr
@@ -115,6 +139,13 @@ func startSandbox(t *testing.T, root, script string) *sandboxShell {
 	w.Consume(r)
 	s.cmd = cmd
 	t.Cleanup(s.stop)
+	if view != "" {
+		s.lines = bufio.NewReader(s.stdout)
+		if line, err := s.lines.ReadString('\n'); line != "ready\n" {
+			t.Fatalf("the forwarder did not bind the root: %q %v", line, err)
+		}
+		w.MarkSandbox(cmd.Process.Pid)
+	}
 	return s
 }
 

@@ -4,30 +4,39 @@ package audit
 
 // The kernel data path's part of the log: on that path the kernel serves
 // what is below each root, and the daemon sees none of it, so the kernel
-// reports it. One fanotify group with a filesystem mark on each root's
-// file system (FAN_MARK_FILESYSTEM: CAP_SYS_ADMIN in the initial user
-// namespace, so as root only) reports creates, deletes, renames, attribute
-// changes and closes, each with its directory's handle and the name.
-// Reads are counted at close (FAN_CLOSE_NOWRITE), writes recorded at
-// close (FAN_CLOSE_WRITE): no event on each read or write, so the server's
-// I/O is not slowed (the kernel may merge like events still queued, so
-// read counts are a lower bound). The group's queue is the kernel's
-// default (bounded); when it overflows, the loss is counted.
+// reports it, to one fanotify group with file handles and names
+// (FAN_REPORT_DFID_NAME). Its marks need CAP_SYS_ADMIN in the initial user
+// namespace, so as root only.
 //
-// The group has two halves. The daemon (P1) makes it, marks the roots'
-// file systems, resolves each event's directory handle to a path and
-// records it (KernelWatch). The sandbox's init (P2, PID 1 of the
-// sandbox's PID namespace) reads it (Forward): the kernel gives each
-// event's process as the reader's PID namespace numbers it, 0 for one
-// outside it, so P2 tells the sandbox's processes from the host's when it
-// reads the event, also for a process that has ended since (a short `rm`),
-// and adds the command name from its own /proc. A pid in these records is
-// the sandbox's.
+//   - Closes (FAN_CLOSE_WRITE, FAN_CLOSE_NOWRITE) are reported by a mount
+//     mark on each of the sandbox's own mounts at or below a root
+//     (MarkSandbox): the binds the sandbox reaches the roots through are
+//     mounts of its mount namespace, so the host's own reads and writes of
+//     the same files, through the host's mounts, make no event at all.
+//     Reads are counted at close, writes recorded at close: no event on
+//     each read or write (the kernel may merge like events still queued,
+//     so read counts are a lower bound).
+//   - Creates, deletes, renames and attribute changes have no mount
+//     marks (the kernel reports directory events by file system only), so
+//     a filesystem mark on each root's file system reports them, the
+//     host's too, which are dropped. These are rare beside reads.
 //
-// Known cost. The filesystem marks make every change and close on the
-// roots' file systems an event, the host's own processes' too, which P2
-// reads and drops: the host pays for them while an audited session runs
-// (BENCHMARKS.md).
+// Until the sandbox's mounts are marked, and whenever a root is not
+// covered by one, the filesystem mark reports closes too: complete, at
+// the cost of an event for each close on that file system, the host's
+// included.
+//
+// The group has two halves. The daemon (P1) makes it, marks, resolves
+// each event's directory handle to a path and records it (KernelWatch).
+// The sandbox's init (P2, PID 1 of the sandbox's PID namespace) reads it
+// (Forward): the kernel gives each event's process as the reader's PID
+// namespace numbers it, 0 for one outside it, so P2 tells the sandbox's
+// processes from the host's when it reads the event, also for a process
+// that has ended since (a short `rm`), and adds the command name from its
+// own /proc. A pid in these records is the sandbox's. P2 reads in bursts:
+// woken by the first event, it reads what has queued every burstGap until
+// a read finds nothing, so a burst of events wakes nobody (a waiting
+// reader costs the process that causes each event a wake-up).
 
 import (
 	"bufio"
@@ -40,15 +49,24 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 )
 
-const kernelMask = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_RENAME | unix.FAN_ATTRIB |
-	unix.FAN_CLOSE_WRITE | unix.FAN_CLOSE_NOWRITE | unix.FAN_ONDIR
+// dirMask is what the filesystem marks always report, closeMask what the
+// sandbox's mount marks report (and the filesystem marks until those
+// cover every root). Closes of directories are not asked for: nothing is
+// recorded of them.
+const (
+	dirMask   = unix.FAN_CREATE | unix.FAN_DELETE | unix.FAN_RENAME | unix.FAN_ATTRIB | unix.FAN_ONDIR
+	closeMask = unix.FAN_CLOSE_WRITE | unix.FAN_CLOSE_NOWRITE
+)
 
 // KernelWatch feeds a Log with what the kernel serves below the roots to
 // the sandbox's processes, as Forward passes it on. Close it.
@@ -65,6 +83,11 @@ type KernelWatch struct {
 	devs  map[uint64]bool   // devices marked (or that could not be)
 	dirs  map[string]string // handle key -> directory path, bounded
 	done  chan struct{}
+	pid   int             // the sandbox's init, once MarkSandbox
+	mnts  map[uint64]bool // the sandbox's mounts marked, by mount id
+	// fsClose: the filesystem marks report closes, because the sandbox's
+	// mounts do not (yet) cover every root.
+	fsClose bool
 }
 
 // cacheMax bounds the directory cache.
@@ -78,12 +101,19 @@ func NewKernelWatch(l *Log, log *zap.Logger) (*KernelWatch, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME|unix.FAN_REPORT_FID, unix.O_RDONLY|unix.O_LARGEFILE)
+	// Blocking: a non-blocking descriptor would join this process's
+	// poller (os.NewFile), and every event would wake a thread of the
+	// daemon, which never reads the group (Forward sets it non-blocking
+	// in the sandbox's init).
+	// Directory handles and names only: the object's own handle
+	// (FAN_REPORT_FID) would cost every event a second one, unused.
+	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY|unix.O_LARGEFILE)
 	if err != nil {
 		return nil, fmt.Errorf("audit of the kernel data path needs fanotify with file handles (Linux 5.9): %w", err)
 	}
 	return &KernelWatch{l: l, log: log, group: os.NewFile(uintptr(fd), "fanotify-audit"),
-		fs: map[[8]byte]int{}, devs: map[uint64]bool{}, dirs: map[string]string{}, done: make(chan struct{})}, nil
+		fs: map[[8]byte]int{}, devs: map[uint64]bool{}, dirs: map[string]string{}, mnts: map[uint64]bool{},
+		done: make(chan struct{}), fsClose: true}, nil
 }
 
 // Group is the fanotify group, for the sandbox's init to read (Forward).
@@ -99,7 +129,9 @@ func (w *KernelWatch) Consume(r io.ReadCloser) {
 }
 
 // SetRoots sets the roots whose events are kept, marking the file systems
-// not yet marked.
+// not yet marked and, after MarkSandbox, the sandbox's mounts of new
+// roots. Call it once the roots' binds are in place and before the server
+// is told of them.
 func (w *KernelWatch) SetRoots(roots []RootPath) {
 	rs := append([]RootPath(nil), roots...)
 	sort.Slice(rs, func(i, j int) bool { return len(rs[i].Host) > len(rs[j].Host) })
@@ -109,7 +141,137 @@ func (w *KernelWatch) SetRoots(roots []RootPath) {
 	w.mu.Lock()
 	w.roots = rs
 	w.dirs = map[string]string{} // a root may have moved
+	pid := w.pid
 	w.mu.Unlock()
+	if pid != 0 {
+		w.markMounts()
+	}
+}
+
+// MarkSandbox marks the mounts of the sandbox whose init is pid (in this
+// process's PID namespace) at or below each root, now and at each
+// SetRoots, so that closes are reported for the sandbox's mounts only.
+func (w *KernelWatch) MarkSandbox(pid int) {
+	w.mu.Lock()
+	w.pid = pid
+	w.mu.Unlock()
+	w.markMounts()
+}
+
+// markMounts marks the sandbox's mounts at or below a root, each once, and
+// sets the filesystem marks' closes on or off by whether every root has a
+// marked mount at its own path. A mount point is opened below the
+// sandbox's root without following a symbolic link (a directory in a root
+// is the server's to replace), and its mount id checked against the line
+// that named it.
+func (w *KernelWatch) markMounts() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pid == 0 || !w.anyMarkedLocked() {
+		return
+	}
+	prefix := "/proc/" + strconv.Itoa(w.pid)
+	mi, err := os.ReadFile(prefix + "/mountinfo")
+	if err != nil {
+		return // the sandbox is gone
+	}
+	rootFD, err := unix.Open(prefix+"/root", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(rootFD)
+	covered := make([]bool, len(w.roots))
+	live := map[uint64]bool{}
+	failed := 0
+	for _, l := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 {
+			continue
+		}
+		id, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		mp := linux.UnescapeMountinfo(f[4])
+		at := -1
+		for i, r := range w.roots {
+			if mp == r.View || strings.HasPrefix(mp, r.View+"/") {
+				at = i
+				break
+			}
+		}
+		if at < 0 {
+			continue
+		}
+		if w.mnts[id] || w.markMount(rootFD, mp, id) {
+			live[id] = true
+			if mp == w.roots[at].View {
+				covered[at] = true
+			}
+			continue
+		}
+		failed++
+	}
+	w.mnts = live // marks of mounts gone went with them
+	all := failed == 0
+	for _, c := range covered {
+		all = all && c
+	}
+	w.setFSCloseLocked(!all)
+}
+
+// markMount adds the close events of the mount at mp (the sandbox's path)
+// whose mount id is id.
+func (w *KernelWatch) markMount(rootFD int, mp string, id uint64) bool {
+	rel := strings.TrimPrefix(mp, "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var stx unix.Statx_t
+	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &stx) != nil || stx.Mask&unix.STATX_MNT_ID == 0 || stx.Mnt_id != id {
+		return false // another mount lies over it, or it moved: its own line marks it
+	}
+	err = unix.FanotifyMark(int(w.group.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_MOUNT, closeMask, unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd))
+	if err != nil {
+		w.log.Debug("audit log: a mount of the sandbox could not be marked; closes are reported by file system", zap.String("mount", mp), zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// anyMarkedLocked says whether a filesystem mark was made (without root,
+// none is, and there is nothing to move to mount marks).
+func (w *KernelWatch) anyMarkedLocked() bool {
+	for _, ok := range w.devs {
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// setFSCloseLocked adds or removes the closes of every filesystem mark.
+func (w *KernelWatch) setFSCloseLocked(on bool) {
+	if on == w.fsClose {
+		return
+	}
+	op := uint(unix.FAN_MARK_REMOVE)
+	if on {
+		op = unix.FAN_MARK_ADD
+	}
+	for _, fd := range w.fs {
+		if err := unix.FanotifyMark(int(w.group.Fd()), op|unix.FAN_MARK_FILESYSTEM, closeMask, unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd)); err != nil {
+			w.log.Debug("audit log: a filesystem mark's closes could not be changed", zap.Bool("on", on), zap.Error(err))
+			return
+		}
+	}
+	w.fsClose = on
 }
 
 func (w *KernelWatch) mark(host string) {
@@ -130,7 +292,11 @@ func (w *KernelWatch) mark(host string) {
 		unix.Close(fd)
 		return
 	}
-	err = unix.FanotifyMark(int(w.group.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, kernelMask, unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd))
+	mask := uint64(dirMask)
+	if w.fsClose {
+		mask |= closeMask
+	}
+	err = unix.FanotifyMark(int(w.group.Fd()), unix.FAN_MARK_ADD|unix.FAN_MARK_FILESYSTEM, mask, unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd))
 	w.devs[st.Dev] = err == nil
 	if err != nil {
 		w.log.Warn("audit log: what the kernel serves below this root is not recorded (fanotify filesystem marks need root, outside a user namespace); refusals and root changes are", zap.String("root", host), zap.Error(err))
@@ -178,6 +344,7 @@ func (w *KernelWatch) run(r io.Reader) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	head := make([]byte, frameHead)
 	buf := make([]byte, frameMax)
+	comm := ""
 	for {
 		if _, err := io.ReadFull(br, head); err != nil {
 			return
@@ -190,7 +357,9 @@ func (w *KernelWatch) run(r io.Reader) {
 		if _, err := io.ReadFull(br, buf[:n]); err != nil {
 			return
 		}
-		comm := string(bytes.TrimRight(head[4:], "\x00"))
+		if c := bytes.TrimRight(head[4:], "\x00"); string(c) != comm {
+			comm = string(c) // most events come from the process before
+		}
 		m := (*unix.FanotifyEventMetadata)(unsafe.Pointer(&buf[0]))
 		if int(m.Metadata_len) > n {
 			continue
@@ -264,79 +433,91 @@ func Forward(group, out *os.File) (stop func()) {
 			batch = append(append(batch, head[:]...), ev...)
 		}
 	}
+	// The group's descriptor is read with system calls of our own, out of
+	// Go's poller, whose registration would have the kernel wake a thread
+	// at every event.
+	fd, err := unix.Dup(int(group.Fd()))
+	group.Close()
+	if err != nil {
+		out.Close()
+		return func() {}
+	}
+	_ = unix.SetNonblock(fd, true)
+	var wake [2]int // stop writes to wake[1] to end a wait
+	if err := unix.Pipe2(wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		unix.Close(fd)
+		out.Close()
+		return func() {}
+	}
+	var stopping atomic.Bool
+	buf := make([]byte, 64<<10)
+	// drain reads what has queued, and says whether there was any.
+	drain := func() bool {
+		any := false
+		for {
+			k, err := unix.Read(fd, buf)
+			if err != nil || k <= 0 {
+				return any
+			}
+			any = true
+			pass(buf[:k])
+		}
+	}
+	// readSome reads once, again while a read comes back more than half
+	// full (the queue is filling), and says whether there was anything.
+	readSome := func() bool {
+		any := false
+		for {
+			k, err := unix.Read(fd, buf)
+			if err != nil || k <= 0 {
+				return any
+			}
+			any = true
+			pass(buf[:k])
+			if k < len(buf)/2 {
+				return true
+			}
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, 64<<10)
-		for {
-			k, err := group.Read(buf)
-			if err != nil {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(wake[0]), Events: unix.POLLIN}}
+		for !stopping.Load() {
+			if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
 				return
 			}
-			pass(buf[:k])
+			if pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+				return
+			}
+			for !stopping.Load() && readSome() {
+				time.Sleep(burstGap)
+			}
 		}
 	}()
 	return func() {
-		_ = group.SetReadDeadline(time.Now())
+		stopping.Store(true)
+		_, _ = unix.Write(wake[1], []byte{0})
 		<-done
-		buf := make([]byte, 64<<10)
-		for {
-			k, err := unix.Read(int(group.Fd()), buf)
-			if err != nil || k <= 0 {
-				break
-			}
-			pass(buf[:k])
-		}
-		group.Close()
+		drain()
+		unix.Close(fd)
+		unix.Close(wake[0])
+		unix.Close(wake[1])
 		out.Close()
 	}
 }
 
-// info is one DFID_NAME record: the directory's handle key and the name.
-type info struct {
-	typ  byte
-	fsid [8]byte
-	key  string // fsid + handle type + handle
-	htyp int32
-	h    []byte
-	name string
-}
+// burstGap is the pause between two reads of a burst of events: at the
+// fastest the kernel makes them (about 300,000 a second here), its queue
+// (16,384 events) holds 50 ms of them.
+const burstGap = 2 * time.Millisecond
 
-func parseInfo(b []byte) []info {
-	var out []info
-	for len(b) >= 4 {
-		typ := b[0]
-		l := int(binary.NativeEndian.Uint16(b[2:4]))
-		if l < 4 || l > len(b) {
-			break
-		}
-		rec := b[4:l]
-		b = b[l:]
-		if len(rec) < 16 {
-			continue
-		}
-		hb := int(binary.NativeEndian.Uint32(rec[8:12]))
-		if 16+hb > len(rec) {
-			continue
-		}
-		in := info{typ: typ, key: string(rec[:16+hb]), htyp: int32(binary.NativeEndian.Uint32(rec[12:16])), h: rec[16 : 16+hb]}
-		copy(in.fsid[:], rec[:8])
-		if nm := rec[16+hb:]; len(nm) > 0 {
-			if i := bytes.IndexByte(nm, 0); i >= 0 {
-				nm = nm[:i]
-			}
-			in.name = string(nm)
-		}
-		out = append(out, in)
-	}
-	return out
-}
-
-// dir resolves a directory handle to its host path.
-func (w *KernelWatch) dir(in info) (string, bool) {
+// dir resolves a directory's handle to its host path, from the cache or
+// by opening it.
+func (w *KernelWatch) dir(in linux.FanotifyInfo) (string, bool) {
 	w.mu.Lock()
-	p, ok := w.dirs[in.key]
-	mfd, have := w.fs[in.fsid]
+	p, ok := w.dirs[string(in.Key)]
+	mfd, have := w.fs[in.Fsid()]
 	w.mu.Unlock()
 	if ok {
 		return p, true
@@ -344,7 +525,7 @@ func (w *KernelWatch) dir(in info) (string, bool) {
 	if !have {
 		return "", false
 	}
-	h := unix.NewFileHandle(in.htyp, in.h)
+	h := unix.NewFileHandle(in.HandleType, in.Handle)
 	fd, err := unix.OpenByHandleAt(mfd, h, unix.O_PATH|unix.O_CLOEXEC)
 	if err != nil {
 		return "", false
@@ -358,7 +539,7 @@ func (w *KernelWatch) dir(in info) (string, bool) {
 	if len(w.dirs) >= cacheMax {
 		w.dirs = map[string]string{}
 	}
-	w.dirs[in.key] = p
+	w.dirs[string(in.Key)] = p
 	w.mu.Unlock()
 	return p, true
 }
@@ -378,28 +559,29 @@ func (w *KernelWatch) view(host string) (string, bool) {
 func (w *KernelWatch) event(mask uint64, pid int, comm string, b []byte) {
 	var from, to string
 	var fromHost string
-	for _, in := range parseInfo(b) {
-		if in.typ != unix.FAN_EVENT_INFO_TYPE_DFID_NAME && in.typ != unix.FAN_EVENT_INFO_TYPE_OLD_DFID_NAME && in.typ != unix.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME {
-			continue
+	linux.FanotifyInfos(b, func(in linux.FanotifyInfo) bool {
+		if in.Type != unix.FAN_EVENT_INFO_TYPE_DFID_NAME && in.Type != unix.FAN_EVENT_INFO_TYPE_OLD_DFID_NAME && in.Type != unix.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME {
+			return true
 		}
 		d, ok := w.dir(in)
 		if !ok {
-			continue
+			return true
 		}
 		host := d
-		if in.name != "" && in.name != "." {
-			host = d + "/" + in.name
+		if len(in.Name) > 0 && string(in.Name) != "." {
+			host = d + "/" + string(in.Name)
 		}
 		v, ok := w.view(host)
 		if !ok {
-			continue
+			return true
 		}
-		if in.typ == unix.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME {
+		if in.Type == unix.FAN_EVENT_INFO_TYPE_NEW_DFID_NAME {
 			to = v
 		} else {
 			from, fromHost = v, host
 		}
-	}
+		return true
+	})
 	if mask&unix.FAN_RENAME != 0 {
 		if from == "" && to == "" {
 			return

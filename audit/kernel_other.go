@@ -27,6 +27,9 @@ func (*KernelWatch) Consume(io.ReadCloser) {}
 // SetRoots does nothing off Linux.
 func (*KernelWatch) SetRoots([]RootPath) {}
 
+// MarkSandbox does nothing off Linux.
+func (*KernelWatch) MarkSandbox(int) {}
+
 // Close does nothing off Linux.
 func (*KernelWatch) Close() {}
 

@@ -181,7 +181,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 		}
 		s.onRelease(stopNet)
 	}
-	s.vis.watchKernel(s.srv.AuditEvents)
+	s.vis.watchKernel(s.srv.Pid(), s.srv.AuditEvents)
 	s.vis.serve(spec, &o, !kernelPath)
 	if binds != nil && spec.HostLayout {
 		if err := binds.Attach(s.srv.Pid(), spec.TmpRoots, tmpKeep); err != nil {

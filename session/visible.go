@@ -226,9 +226,11 @@ func (v *visibility) netRefused(r netstack.Refusal) {
 
 // kernelGroup makes the kernel data path's audit watch, whose fanotify
 // group the sandbox's init will read (audit.Forward): nil unless an audit
-// log file is written, since it costs the host an event for each change
-// and close on the roots' file systems. Marks need root; without it
-// SetRoots says once that what the kernel serves is not recorded.
+// log file is written, since every open the sandbox makes below a root
+// becomes an event, and the host's creates, deletes, renames and
+// attribute changes on the roots' file systems too. Marks need root;
+// without it SetRoots says once that what the kernel serves is not
+// recorded.
 func (v *visibility) kernelGroup() *os.File {
 	if v.file == nil {
 		return nil
@@ -252,8 +254,9 @@ func (v *visibility) kernelGroup() *os.File {
 	return kw.Group()
 }
 
-// watchKernel takes the events the sandbox's init passes on.
-func (v *visibility) watchKernel(events io.ReadCloser) {
+// watchKernel takes the events the sandbox's init (pid) passes on, and
+// moves the watch of closes to the sandbox's own mounts of the roots.
+func (v *visibility) watchKernel(pid int, events io.ReadCloser) {
 	v.mu.Lock()
 	kw := v.kwatch
 	v.mu.Unlock()
@@ -261,6 +264,7 @@ func (v *visibility) watchKernel(events io.ReadCloser) {
 		return
 	}
 	kw.Consume(events)
+	kw.MarkSandbox(pid)
 }
 
 // warnLogInRoot says once when the audit log file lies in a root, where
