@@ -57,4 +57,5 @@ fuzz rootset FuzzNames
 fuzz mcpbridge FuzzRouter
 fuzz netpolicy FuzzParseRule
 fuzz netpolicy/netstack FuzzServerName
+fuzz audit FuzzAppendJSON
 echo "== all tests passed" >&2
