@@ -171,7 +171,7 @@ func TestAuditAsRootAndUnprivileged(t *testing.T) {
 			if err != nil {
 				t.Fatalf("connect: %v\nstderr:\n%s", err, stderr)
 			}
-			if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, "file://"+proj) }); err != nil {
+			if _, err := pollTool(ctx, cs, "get_roots", nil, func(s string) bool { return strings.Contains(s, "file://"+inView(proj)) }); err != nil {
 				t.Fatalf("roots: %v\nstderr:\n%s", err, stderr)
 			}
 			for _, c := range []struct {

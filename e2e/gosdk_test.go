@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -60,10 +61,15 @@ func pollTool(ctx context.Context, cs *mcp.ClientSession, name string, args map[
 			return text, nil
 		}
 		if time.Now().After(deadline) {
-			if err == nil && isErr {
+			switch {
+			case err != nil:
+				return text, err
+			case isErr:
 				return text, errTool(text)
 			}
-			return text, err
+			// The tool answered, never as ok wanted: a caller that
+			// checks only the error must not take that for success.
+			return text, fmt.Errorf("%s answered for 15 s, never as the test waits for: last %q", name, text)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
