@@ -3,7 +3,7 @@ package seccomp
 // The listener of InstallNotify's filter: every call the filter refers
 // to it is answered EPERM, then reported.
 //
-//	refused call ── kernel ──▶ notification ──▶ who: /proc/TID/status (NStgid), /proc/TID/comm
+//	refused call ── kernel ──▶ notification ──▶ who: /proc/TID/status (NStgid, Name)
 //	                                                │ (the caller still waits: no pid reuse, NOTIF_ID_VALID)
 //	                                                ▼
 //	                                         answer: EPERM (SECCOMP_IOCTL_NOTIF_SEND; never
@@ -14,7 +14,7 @@ package seccomp
 // The caller is named before the answer, while it waits: once answered,
 // a process that exits at once (a refused unshare(1)) is gone from /proc
 // before anything could read it, and its number could be reused. That
-// costs each refused call two small /proc reads (BENCHMARKS.md);
+// costs each refused call one read of /proc/TID/status (BENCHMARKS.md);
 // everything else, the audit record included, comes after the answer,
 // from another goroutine, so a slow reporter never holds a refused call;
 // a flood is answered as fast as it comes and what the queue cannot take
@@ -136,6 +136,8 @@ func Listen(f *os.File, o ListenOptions) (*Listener, error) {
 		return nil, err
 	}
 	l := &Listener{f: f, opts: o, stopR: r, stopW: w, queue: make(chan notice, o.Queue)}
+	// Linux 6.6: wake the caller on this CPU when answered (older: EINVAL, ignored).
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	buf := max(int(sizes.Notif), int(unsafe.Sizeof(seccompNotif{})))
 	l.wg.Add(2)
 	go l.answer(buf)
@@ -239,19 +241,28 @@ func (l *Listener) report() {
 	lost()
 }
 
-// process reads thread tid's process number in its innermost PID
-// namespace (the last of NStgid) and the thread's command (the process's
-// unless the thread renamed itself). 0 and "" when it is gone, or is not
-// in a PID namespace below this /proc's.
+// process reads, from one read of /proc/TID/status, thread tid's process
+// number in its innermost PID namespace (the last of NStgid) and the
+// thread's command (Name: the process's unless the thread renamed
+// itself). 0 and "" when it is gone, or is not in a PID namespace below
+// this /proc's.
 func process(tid int) (int, string) {
-	dir := "/proc/" + strconv.Itoa(tid) + "/"
-	b, err := os.ReadFile(dir + "status")
+	fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, ""
 	}
+	var buf [4096]byte // Name and NStgid come in the first lines; one read
+	n, err := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, ""
+	}
+	var name []byte
 	var ns [][]byte
-	for line := range bytes.Lines(b) {
-		if rest, ok := bytes.CutPrefix(line, []byte("NStgid:")); ok {
+	for line := range bytes.Lines(buf[:n]) {
+		if rest, ok := bytes.CutPrefix(line, []byte("Name:\t")); ok {
+			name = bytes.TrimSuffix(rest, []byte("\n"))
+		} else if rest, ok := bytes.CutPrefix(line, []byte("NStgid:")); ok {
 			ns = bytes.Fields(rest)
 			break
 		}
@@ -263,9 +274,30 @@ func process(tid int) (int, string) {
 	if err != nil {
 		return 0, ""
 	}
-	comm, err := os.ReadFile(dir + "comm")
-	if err != nil {
-		return pid, ""
+	return pid, unescapeName(name)
+}
+
+// unescapeName undoes status's escaping of Name (a newline as \n, a
+// backslash as \\; nothing else is escaped).
+func unescapeName(b []byte) string {
+	if bytes.IndexByte(b, '\\') < 0 {
+		return string(b)
 	}
-	return pid, string(bytes.TrimSuffix(comm, []byte("\n")))
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '\\' && i+1 < len(b) {
+			switch b[i+1] {
+			case 'n':
+				out = append(out, '\n')
+				i++
+				continue
+			case '\\':
+				out = append(out, '\\')
+				i++
+				continue
+			}
+		}
+		out = append(out, b[i])
+	}
+	return string(out)
 }

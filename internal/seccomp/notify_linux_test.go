@@ -33,6 +33,7 @@ type childReport struct {
 	Errs       map[string]string `json:"errs"`
 	NSpid      string            `json:"nspid"` // the refusing thread's NSpid line, as the host's /proc shows it
 	Refused    int               `json:"refused"`
+	Elapsed    time.Duration     `json:"elapsed"` // of the repeated call
 }
 
 // notifyChild is the child: mode "notify" loads InstallNotify's filter,
@@ -51,7 +52,9 @@ func notifyChild(mode string) {
 	}
 	var lf *os.File
 	var err error
-	if mode == "plain" {
+	if mode == "none" {
+		// no filter: the benchmarks' baseline
+	} else if mode == "plain" {
 		err = Install()
 	} else if lf, err = InstallNotify(); err != nil {
 		rep.InstallErr = err.Error()
@@ -83,8 +86,13 @@ func notifyChild(mode string) {
 	}
 	n, _ := strconv.Atoi(os.Getenv("ROOTFS_SECCOMP_FLOOD"))
 	var seen []string // each distinct result, in order
+	nr, a0 := uintptr(unix.SYS_UNSHARE), uintptr(unix.CLONE_NEWUSER)
+	if os.Getenv("ROOTFS_SECCOMP_CALL") == "getpid" {
+		nr, a0 = unix.SYS_GETPID, 0
+	}
+	start := time.Now()
 	for i := 0; i < max(n, 1); i++ {
-		_, _, e := unix.Syscall(unix.SYS_UNSHARE, unix.CLONE_NEWUSER, 0, 0)
+		_, _, e := unix.Syscall(nr, a0, 0, 0)
 		if s := errName(errno(e)); !slices.Contains(seen, s) {
 			seen = append(seen, s)
 		}
@@ -92,6 +100,7 @@ func notifyChild(mode string) {
 			rep.Refused++
 		}
 	}
+	rep.Elapsed = time.Since(start)
 	rep.Errs["unshare"] = strings.Join(seen, ",")
 	_, _, e := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0)
 	rep.Errs["clone3"] = errName(errno(e))
@@ -132,7 +141,7 @@ type child struct {
 	out      strings.Builder
 }
 
-func startChild(t *testing.T, mode string, flood int) *child {
+func startChild(t testing.TB, mode string, flood int, env ...string) *child {
 	t.Helper()
 	testutil.RequireRoot(t) // a PID namespace of its own, as the sandbox's
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -147,7 +156,7 @@ func startChild(t *testing.T, mode string, flood int) *child {
 	}
 	c := &child{gate: gateW}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	c.cmd.Env = append(os.Environ(), envNotifyChild+"="+mode, "ROOTFS_SECCOMP_FLOOD="+strconv.Itoa(flood))
+	c.cmd.Env = append(append(os.Environ(), envNotifyChild+"="+mode, "ROOTFS_SECCOMP_FLOOD="+strconv.Itoa(flood)), env...)
 	c.cmd.ExtraFiles = []*os.File{childSock, gateR}
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, os.Stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
@@ -172,7 +181,7 @@ func startChild(t *testing.T, mode string, flood int) *child {
 }
 
 // run lets the child make its calls and returns its report.
-func (c *child) run(t *testing.T) childReport {
+func (c *child) run(t testing.TB) childReport {
 	t.Helper()
 	c.gate.Write([]byte{1})
 	if err := c.cmd.Wait(); err != nil {
@@ -363,5 +372,48 @@ func TestNotifyProgramAssembles(t *testing.T) {
 	}
 	if changed == 0 {
 		t.Error("no EPERM return became a notification")
+	}
+}
+
+// BenchmarkCall times one call in a child under each filter, as the
+// child measures it (its start-up is not counted): getpid, which every
+// filter allows, and unshare, which each refuses: with EPERM from the
+// filter itself (plain), or through the listener, read, named from
+// /proc and answered here (notify: the round trip a refusal costs when
+// an audit log is written). "none" is without a filter.
+func BenchmarkCall(b *testing.B) {
+	for _, call := range []string{"getpid", "unshare"} {
+		for _, mode := range []string{"none", "plain", "notify"} {
+			b.Run(call+"/"+mode, func(b *testing.B) {
+				c := startChild(b, mode, b.N, "ROOTFS_SECCOMP_CALL="+call)
+				if c.listener != nil {
+					l, err := Listen(c.listener, ListenOptions{Refused: func(Refusal) {}})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer l.Close()
+				}
+				rep := c.run(b)
+				b.ReportMetric(float64(rep.Elapsed.Nanoseconds())/float64(b.N), "ns/op")
+			})
+		}
+	}
+}
+
+// BenchmarkProcess times what the listener reads of a caller before it
+// answers (here of this thread: the status file and comm).
+func BenchmarkProcess(b *testing.B) {
+	tid := unix.Gettid()
+	for range b.N {
+		process(tid)
+	}
+}
+
+// TestUnescapeName: status escapes a newline and a backslash in Name.
+func TestUnescapeName(t *testing.T) {
+	for in, want := range map[string]string{`node`: "node", `a\nb`: "a\nb", `a\\b`: `a\b`, `a\\nb`: `a\nb`, `a\x`: `a\x`, `end\`: `end\`} {
+		if got := unescapeName([]byte(in)); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
 	}
 }
