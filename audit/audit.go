@@ -76,7 +76,9 @@ type Record struct {
 	Path     string    `json:"path,omitempty"`
 	Host     string    `json:"host,omitempty"`
 	Dest     string    `json:"dest,omitempty"`
-	Result   string    `json:"result"`
+	// Syscall is the system call's name (OpSeccomp).
+	Syscall string `json:"syscall,omitempty"`
+	Result  string `json:"result"`
 	// PID is the process's number in the sandbox's PID namespace (as the
 	// server's own ps shows it; the host's under rootfs mount).
 	PID   int    `json:"pid,omitempty"`
@@ -518,6 +520,28 @@ func (l *Log) Refusals() []Record {
 		out = append(out, l.refusals...)
 	}
 	return out
+}
+
+// ReasonSeccomp is the Reason of an OpSeccomp record.
+const ReasonSeccomp = "refused by the seccomp filter"
+
+// SyscallRefused records a system call that the sandbox's seccomp filter
+// refused (and that the filter's listener has already answered): name is
+// the call's, pid the caller's number in the sandbox's PID namespace (0
+// when it could not be told) and comm its command. Like Add, it never
+// blocks.
+func (l *Log) SyscallRefused(name string, pid int, comm string) {
+	l.Add(Record{Op: OpSeccomp, Syscall: name, Result: ResultRefused, PID: pid, Comm: comm, Reason: ReasonSeccomp, innerPID: true})
+}
+
+// Lost counts n records that a feeder dropped before they reached the log
+// (a bounded queue of its own was full): they are counted, said once and
+// written as a "dropped" record as the log's own are.
+func (l *Log) Lost(n int64, why string) {
+	if l == nil || n <= 0 {
+		return
+	}
+	l.drop(n, why)
 }
 
 // innerPID is pid's number in its innermost PID namespace (the last of

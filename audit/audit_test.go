@@ -304,3 +304,42 @@ func TestLogSaysWhatWasLost(t *testing.T) {
 		t.Errorf("the file says %d records were dropped, want 100:\n%s", said, w.buf.String())
 	}
 }
+
+// TestSyscallRefused: a seccomp refusal is one refused record with the
+// call's name and the sandbox's pid and command as given (the writer does
+// not look pid up in this process's /proc, where it would name another
+// process), kept for why; what the listener lost is written as dropped.
+// Negative control: the same record through Add, without a command, is
+// taken for this process's numbering and gets the command of this
+// namespace's pid 1 (not the sandbox's).
+func TestSyscallRefused(t *testing.T) {
+	var buf bytes.Buffer
+	l := New(&buf, Options{FlushEvery: time.Hour})
+	l.SyscallRefused("unshare", 1, "node")
+	l.Lost(5, "seccomp queue full")
+	l.Lost(0, "nothing")
+	l.Add(Record{Op: OpSeccomp, Syscall: "mount", Result: ResultRefused, PID: 1})
+	l.Close()
+	got := lines(t, buf.Bytes())
+	if len(got) != 3 {
+		t.Fatalf("%d records: %s", len(got), buf.String())
+	}
+	if r := got[0]; r.Op != OpSeccomp || r.Syscall != "unshare" || r.Result != ResultRefused || r.PID != 1 || r.Comm != "node" || r.Reason != ReasonSeccomp {
+		t.Errorf("seccomp record %+v", r)
+	}
+	if !strings.Contains(buf.String(), `"op":"seccomp","syscall":"unshare","result":"refused","pid":1,"comm":"node","reason":"refused by the seccomp filter"}`) {
+		t.Errorf("line: %s", buf.String())
+	}
+	if r := got[1]; r.Syscall != "mount" || r.Comm != Comm(1) || r.Comm == "" {
+		t.Errorf("control: an Added pid is looked up here (want comm %q): %+v", Comm(1), r)
+	}
+	if r := got[2]; r.Op != OpDropped || r.Count != 5 {
+		t.Errorf("dropped %+v, want 5", r)
+	}
+	if rs := l.Refusals(); len(rs) != 2 || rs[0].Syscall != "unshare" || rs[0].PID != 1 || rs[0].Comm != "node" {
+		t.Errorf("refusals %+v", rs)
+	}
+	if s := l.Stats(); s.Refused[OpSeccomp] != 2 || s.Dropped != 5 {
+		t.Errorf("stats %+v", s)
+	}
+}

@@ -19,6 +19,7 @@ func (r *Record) appendJSON(b []byte) []byte {
 	b = appendField(b, "path", r.Path)
 	b = appendField(b, "host", r.Host)
 	b = appendField(b, "dest", r.Dest)
+	b = appendField(b, "syscall", r.Syscall)
 	b = append(b, `,"result":`...)
 	b = appendString(b, r.Result)
 	if r.PID != 0 {

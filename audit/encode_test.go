@@ -26,13 +26,13 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	recs := []Record{
 		{},
 		{Time: now, Op: OpRead, Result: ResultOK},
-		{Time: now.In(time.FixedZone("x", 3600)), Instance: "i1", Op: OpRename, Path: "/p/a", Host: "/h/a", Dest: "/p/b", Result: ResultOK,
+		{Time: now.In(time.FixedZone("x", 3600)), Instance: "i1", Op: OpRename, Path: "/p/a", Host: "/h/a", Dest: "/p/b", Syscall: "mount", Result: ResultOK,
 			PID: 42, Comm: "sh", Count: 7, Allow: "--root /x", Reason: "why", Old: []string{"/a", "/b"}, New: []string{}, Source: "client"},
 		{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Op: OpRoots, Result: ResultRefused, PID: -3, Count: -1, New: []string{"/c"}},
 		{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), Op: OpRead},
 	}
 	for _, s := range odd {
-		recs = append(recs, Record{Time: now, Instance: s, Op: s, Path: s, Host: s, Dest: s, Result: s, Comm: s, Allow: s, Reason: s,
+		recs = append(recs, Record{Time: now, Instance: s, Op: s, Path: s, Host: s, Dest: s, Syscall: s, Result: s, Comm: s, Allow: s, Reason: s,
 			Old: []string{s, s}, New: []string{s}, Source: s})
 	}
 	for i, r := range recs {

@@ -34,6 +34,7 @@
 //	 |  cwd "/", binary /proc/self/exe (never on the mount: go-fuse's exec deadlock)
 //	 |  env ROOTFS_STAGE=init ROOTFS_SPEC_FD=3 ROOTFS_SYNC_FD=4 [ROOTFS_NET_FD=5: Spec.Net,
 //	 |  P2 sends its TUN device and localhost listeners back over it, net_linux.go]
+//	 |  [ROOTFS_AUDIT_FD=N,M: ServerOptions.AuditGroup; ROOTFS_SECCOMP_FD=N: ServerOptions.SyscallRefused]
 //	 |  fd 0/1: pipes to P1 (Server.Stdin/Stdout), fd 2: P1's stderr
 //	 |
 //	 |   P1 ---- spec JSON (fd 3) ---------------------------------> P2
@@ -50,7 +51,9 @@
 //	 |                             secure bits locked, bounding/ambient/all caps empty; not
 //	 |                             dumpable; fds >= 3 CLOEXEC; no_new_privs; Landlock (scopes:
 //	 |                             abstract unix sockets, signals; unix sockets in the roots,
-//	 |                             landlock_linux.go); seccomp (TSYNC)
+//	 |                             landlock_linux.go); seccomp (TSYNC; with ROOTFS_SECCOMP_FD, with a
+//	 |                             listener sent to P1, which answers its EPERM refusals and
+//	 |                             reports them: seccompnotify_linux.go)
 //	 |  fork+exec from the same locked thread, setsid, Pdeathsig=KILL
 //	 v
 //	P3 the wrapped server          inherits the filter, the empty capability sets and

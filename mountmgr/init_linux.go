@@ -20,7 +20,6 @@ import (
 
 	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/linux"
-	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 )
 
@@ -55,6 +54,11 @@ func runInit() {
 		}
 	}
 	os.Unsetenv(envAuditFD)
+	seccompFD, _ := strconv.Atoi(os.Getenv(envSeccompFD)) // only with ServerOptions.SyscallRefused
+	os.Unsetenv(envSeccompFD)
+	if seccompFD >= 3 {
+		unix.CloseOnExec(seccompFD)
+	}
 	report := os.NewFile(uintptr(syncFD), "sync")
 	fail := func(err error) {
 		_ = writeStageReport(report, stageReport{Kind: stageError, Msg: err.Error()})
@@ -84,7 +88,7 @@ func runInit() {
 	if err := setupRoot(&spec); err != nil {
 		fail(err)
 	}
-	if err := dropPrivileges(&spec, lastCap); err != nil {
+	if err := dropPrivileges(&spec, lastCap, seccompFD); err != nil {
 		fail(err)
 	}
 	cmd := &exec.Cmd{
@@ -225,8 +229,10 @@ func setupRoot(spec *Spec) error {
 // uid/gid 0 of the current user namespace: real root, or the namespace root
 // mapped to the invoking user), capabilities (all sets, secure bits
 // locked), not dumpable, fds >= 3 close-on-exec, no_new_privs, Landlock
-// (landlock_linux.go: scopes, and unix sockets in the roots), seccomp last.
-func dropPrivileges(spec *Spec, lastCap int) error {
+// (landlock_linux.go: scopes, and unix sockets in the roots), seccomp last
+// (with a listener sent back on seccompSock when it is a descriptor:
+// seccompnotify_linux.go).
+func dropPrivileges(spec *Spec, lastCap, seccompSock int) error {
 	if sg, err := os.ReadFile("/proc/self/setgroups"); err != nil || strings.TrimSpace(string(sg)) != "deny" {
 		if err := unix.Setgroups(nil); err != nil {
 			return os.NewSyscallError("setgroups", err)
@@ -259,5 +265,5 @@ func dropPrivileges(spec *Spec, lastCap int) error {
 	if err := linux.LandlockRestrict(landlockRuleset(spec, linux.LandlockABI())); err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}
-	return seccomp.Install()
+	return installSeccomp(seccompSock)
 }

@@ -36,6 +36,19 @@ type ServerOptions struct {
 	// the sandbox's init reads, where the kernel numbers processes as the
 	// sandbox does, and passes on (audit.Forward) to Server.AuditEvents.
 	AuditGroup *os.File
+	// SyscallRefused, when set, gets each system call that the seccomp
+	// filter refused with EPERM, after the call was answered: name is
+	// the call's, pid the caller's number in the sandbox's PID namespace
+	// (0 when it could not be told), comm its command. The sandbox's
+	// init then loads the filter with a listener (seccomp user
+	// notification) and hands it to this process, which answers every
+	// refusal with EPERM; when the kernel refuses a listener, the plain
+	// filter is loaded and Server.SyscallsUnreported says why. Calls come
+	// from one goroutine and must not block.
+	SyscallRefused func(name string, pid int, comm string)
+	// SyscallsLost gets the number of refusals answered but not given to
+	// SyscallRefused (its queue was full).
+	SyscallsLost func(n int64)
 }
 
 // Server is the running sandbox (P2, with the wrapped server P3 under it).
@@ -51,6 +64,10 @@ type Server struct {
 	// AuditEvents are the events of ServerOptions.AuditGroup that the
 	// sandbox's init passed on; the caller owns it.
 	AuditEvents io.ReadCloser
+	// SyscallsUnreported says why the seccomp filter's refusals are not
+	// reported although ServerOptions.SyscallRefused asked for them (the
+	// kernel refused a listener); "" otherwise.
+	SyscallsUnreported string
 
 	cmd       *exec.Cmd
 	serverPid int // P3's pid inside the PID namespace

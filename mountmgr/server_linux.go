@@ -103,6 +103,18 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		env = append(env, fmt.Sprintf("%s=%d,%d", envAuditFD, 3+len(extra), 4+len(extra)))
 		extra = append(extra, opts.AuditGroup, auditW)
 	}
+	// The seccomp listener, when refused calls are reported
+	// (seccompnotify_linux.go).
+	var seccompParent, seccompChild *os.File
+	if opts.SyscallRefused != nil {
+		if seccompParent, seccompChild, err = netSocketPair(); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
+		}
+		closers = append(closers, seccompParent, seccompChild)
+		env = append(env, fmt.Sprintf("%s=%d", envSeccompFD, 3+len(extra)))
+		extra = append(extra, seccompChild)
+	}
 	cmd := &exec.Cmd{
 		Path:  "/proc/self/exe",
 		Args:  []string{"rootfs-init"},
@@ -145,6 +157,10 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		netChild.Close()
 		defer netParent.Close()
 	}
+	if seccompChild != nil {
+		seccompChild.Close()
+		defer seccompParent.Close()
+	}
 	if auditW != nil {
 		auditW.Close()
 		s.AuditEvents = auditR
@@ -180,6 +196,16 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	}
 	if r.err == nil && r.rep.Kind == stageOK && netParent != nil {
 		if s.Net, r.err = recvNetFiles(netParent); r.err != nil { // issue 23
+			_ = cmd.Process.Kill()
+		}
+	}
+	if r.err == nil && r.rep.Kind == stageOK && seccompParent != nil {
+		// Answered from now on; until here a refused call waited.
+		var lf *os.File
+		if lf, s.SyscallsUnreported, r.err = recvSeccomp(seccompParent); r.err == nil && lf != nil {
+			r.err = listenSeccomp(lf, opts, s.done)
+		}
+		if r.err != nil {
 			_ = cmd.Process.Kill()
 		}
 	}

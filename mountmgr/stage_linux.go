@@ -28,6 +28,7 @@ const (
 	envSyncFD    = "ROOTFS_SYNC_FD"    // P2: fd of the report pipe
 	envNetFD     = "ROOTFS_NET_FD"     // P2, with Spec.Net: fd of the socket that carries the TUN (net_linux.go)
 	envAuditFD   = "ROOTFS_AUDIT_FD"   // P2, with ServerOptions.AuditGroup: the fanotify group, then the pipe its events go on to
+	envSeccompFD = "ROOTFS_SECCOMP_FD" // P2, with ServerOptions.SyscallRefused: fd of the socket its seccomp listener goes back on (seccompnotify_linux.go)
 )
 
 const (

@@ -164,9 +164,11 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	if binds != nil && kernelPath {
 		sopts.AuditGroup = s.vis.kernelGroup() // nil without an audit log file
 	}
+	s.vis.reportSyscalls(&sopts)
 	if s.srv, err = mountmgr.StartServer(ctx, spec, sopts); err != nil {
 		return nil, err
 	}
+	s.vis.syscallsUnreported(s.srv.SyscallsUnreported)
 	log.Debug("server started", zap.Int("pid", s.srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
 	// The network: the engine on the sandbox's TUN device.
 	if s.srv.Net != nil {

@@ -254,6 +254,27 @@ func (v *visibility) kernelGroup() *os.File {
 	return kw.Group()
 }
 
+// reportSyscalls asks the sandbox to report the calls its seccomp filter
+// refuses with EPERM (seccomp user notification), each one a record:
+// only when an audit log file is written, since each such call then
+// costs a round trip to rootfs (BENCHMARKS.md).
+func (v *visibility) reportSyscalls(o *mountmgr.ServerOptions) {
+	if v.file == nil {
+		return
+	}
+	o.SyscallRefused = v.alog.SyscallRefused
+	o.SyscallsLost = func(n int64) { v.alog.Lost(n, "seccomp refusals came faster than they could be recorded") }
+}
+
+// syscallsUnreported says once, when the kernel refused the filter a
+// listener, that the audit log will not hold the filter's refusals.
+func (v *visibility) syscallsUnreported(why string) {
+	if why == "" {
+		return
+	}
+	v.log.Warn("audit log: system calls the seccomp filter refuses are not recorded (the kernel gave the filter no listener; it refuses them all the same)", zap.String("reason", why))
+}
+
 // watchKernel takes the events the sandbox's init (pid) passes on, and
 // moves the watch of closes to the sandbox's own mounts of the roots.
 func (v *visibility) watchKernel(pid int, events io.ReadCloser) {

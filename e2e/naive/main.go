@@ -18,6 +18,7 @@
 //	crash {code, signal}        exits with code (or dies of signal) in the middle of the request
 //	flood_stderr {bytes}        writes that many bytes to stderr, then answers
 //	stdout {lines}              writes raw lines to stdout (forged or broken messages)
+//	unshare                     unshare(CLONE_NEWUSER) (the seccomp filter refuses it): "ERRNO pid N"
 //
 // Flags (for the fault cases):
 //
@@ -188,6 +189,7 @@ func main() {
 			return text(fmt.Sprintf("wrote %d bytes to stderr", a.Bytes)), nil, nil
 		})
 
+	addUnshare(s)
 	mcp.AddTool(s, &mcp.Tool{Name: "stdout", Description: "write raw lines to stdout"},
 		func(_ context.Context, _ *mcp.CallToolRequest, a linesArgs) (*mcp.CallToolResult, any, error) {
 			// One write per line, so the SDK's own lines are not torn.

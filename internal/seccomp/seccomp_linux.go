@@ -48,6 +48,16 @@ func ret(errno syscall.Errno) bpf.Instruction {
 	return bpf.RetConstant{Val: uint32(libseccomp.ActionErrno) | uint32(errno)}
 }
 
+// refuse is the filter's action for a call it refuses with errno: the
+// errno itself, or, with notify and EPERM, a referral to the listener
+// (SECCOMP_RET_USER_NOTIF), which answers EPERM (Listen).
+func refuse(errno syscall.Errno, notify bool) bpf.Instruction {
+	if notify && errno == unix.EPERM {
+		return bpf.RetConstant{Val: uint32(libseccomp.ActionUserNotify)}
+	}
+	return ret(errno)
+}
+
 // seccomp_data offsets.
 const (
 	offNr   = 0
@@ -57,8 +67,8 @@ const (
 func offArgLo(i int) uint32 { return 16 + 8*uint32(i) } // little-endian low word
 
 type rule struct {
-	name   string
-	action bpf.Instruction
+	name  string
+	errno syscall.Errno // refused with it (refuse)
 	// in: match when (argLo & mask) is one of vals; when not is set,
 	// match when it is none of them.
 	arg  int
@@ -69,39 +79,51 @@ type rule struct {
 
 func argRules() []rule {
 	return []rule{
-		{name: "ioctl", action: ret(unix.EPERM), arg: 1, mask: 0xffffffff, vals: []uint32{unix.TIOCSTI, unix.TIOCLINUX}},
-		{name: "mknod", action: ret(unix.EPERM), arg: 1, mask: unix.S_IFMT, vals: []uint32{unix.S_IFCHR, unix.S_IFBLK}},
-		{name: "mknodat", action: ret(unix.EPERM), arg: 2, mask: unix.S_IFMT, vals: []uint32{unix.S_IFCHR, unix.S_IFBLK}},
-		{name: "personality", action: ret(unix.EPERM), arg: 0, mask: 0xffffffff, vals: []uint32{0, 8, 0x20000, 0x20008, 0xffffffff}, not: true},
-		{name: "socket", action: ret(unix.EAFNOSUPPORT), arg: 0, mask: 0xffffffff, vals: []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}, not: true},
-		{name: "clone", action: ret(unix.EPERM), arg: 0, mask: CloneNSFlags, vals: []uint32{0}, not: true},
+		{name: "ioctl", errno: unix.EPERM, arg: 1, mask: 0xffffffff, vals: []uint32{unix.TIOCSTI, unix.TIOCLINUX}},
+		{name: "mknod", errno: unix.EPERM, arg: 1, mask: unix.S_IFMT, vals: []uint32{unix.S_IFCHR, unix.S_IFBLK}},
+		{name: "mknodat", errno: unix.EPERM, arg: 2, mask: unix.S_IFMT, vals: []uint32{unix.S_IFCHR, unix.S_IFBLK}},
+		{name: "personality", errno: unix.EPERM, arg: 0, mask: 0xffffffff, vals: []uint32{0, 8, 0x20000, 0x20008, 0xffffffff}, not: true},
+		{name: "socket", errno: unix.EAFNOSUPPORT, arg: 0, mask: 0xffffffff, vals: []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}, not: true},
+		{name: "clone", errno: unix.EPERM, arg: 0, mask: CloneNSFlags, vals: []uint32{0}, not: true},
 		// No set-user-ID or set-group-ID bits on anything the server makes: files it creates in a
 		// root are real host files, owned by uid 0 when rootfs runs as root, so such a bit would
 		// hand host users root (security-battery A12). openat2 hides its mode in a struct the
 		// filter cannot read, so it is ENOSYS (callers fall back to openat).
-		{name: "chmod", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
-		{name: "fchmod", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
-		{name: "fchmodat", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
-		{name: "fchmodat2", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
-		{name: "creat", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
-		{name: "open", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
-		{name: "openat", action: ret(unix.EPERM), arg: 3, mask: setID, vals: setIDVals},
-		{name: "mknod", action: ret(unix.EPERM), arg: 1, mask: setID, vals: setIDVals},
-		{name: "mknodat", action: ret(unix.EPERM), arg: 2, mask: setID, vals: setIDVals},
+		{name: "chmod", errno: unix.EPERM, arg: 1, mask: setID, vals: setIDVals},
+		{name: "fchmod", errno: unix.EPERM, arg: 1, mask: setID, vals: setIDVals},
+		{name: "fchmodat", errno: unix.EPERM, arg: 2, mask: setID, vals: setIDVals},
+		{name: "fchmodat2", errno: unix.EPERM, arg: 2, mask: setID, vals: setIDVals},
+		{name: "creat", errno: unix.EPERM, arg: 1, mask: setID, vals: setIDVals},
+		{name: "open", errno: unix.EPERM, arg: 2, mask: setID, vals: setIDVals},
+		{name: "openat", errno: unix.EPERM, arg: 3, mask: setID, vals: setIDVals},
+		{name: "mknod", errno: unix.EPERM, arg: 1, mask: setID, vals: setIDVals},
+		{name: "mknodat", errno: unix.EPERM, arg: 2, mask: setID, vals: setIDVals},
 	}
 }
 
 // Program returns the assembled filter for the native architecture.
-func Program() ([]bpf.RawInstruction, error) {
+func Program() ([]bpf.RawInstruction, error) { return program(false) }
+
+// NotifyProgram is Program with every EPERM refusal (the EPERM list and
+// the argument rules that answer EPERM) referred to a listener instead;
+// the ENOSYS list, the socket rules' EAFNOSUPPORT and EPROTONOSUPPORT,
+// the x32 ENOSYS and the foreign-arch kill are as in Program.
+func NotifyProgram() ([]bpf.RawInstruction, error) { return program(true) }
+
+func program(notify bool) ([]bpf.RawInstruction, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, fmt.Errorf("seccomp arch: %w", err)
+	}
+	epermAction := libseccomp.ActionErrno | libseccomp.Action(unix.EPERM)
+	if notify {
+		epermAction = libseccomp.ActionUserNotify
 	}
 	policy := libseccomp.Policy{
 		DefaultAction: libseccomp.ActionAllow,
 		Syscalls: []libseccomp.SyscallGroup{
 			{Names: known(info, ENOSYSList), Action: libseccomp.ActionErrno | libseccomp.Action(unix.ENOSYS)},
-			{Names: known(info, EPERMList), Action: libseccomp.ActionErrno | libseccomp.Action(unix.EPERM)},
+			{Names: known(info, EPERMList), Action: epermAction},
 		},
 	}
 	lib, err := policy.Assemble()
@@ -139,11 +161,12 @@ func Program() ([]bpf.RawInstruction, error) {
 				block = append(block, bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: left + 1})
 			}
 		}
+		action := refuse(r.errno, notify)
 		if r.not {
-			block = append(block, r.action)
+			block = append(block, action)
 		} else {
 			// no value matched: skip the action
-			block = append(block, bpf.Jump{Skip: 1}, r.action)
+			block = append(block, bpf.Jump{Skip: 1}, action)
 		}
 		block[1] = bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr | info.SeccompMask), SkipTrue: uint8(len(block) - 2)}
 		prog = append(prog, block...)
@@ -184,18 +207,52 @@ func Install() error {
 	if err != nil {
 		return err
 	}
+	_, err = load(raw, unix.SECCOMP_FILTER_FLAG_TSYNC)
+	return err
+}
+
+// InstallNotify is Install with NotifyProgram, loaded with
+// SECCOMP_FILTER_FLAG_NEW_LISTENER (and TSYNC_ESRCH, without which the
+// kernel refuses TSYNC with a listener): it returns the listener, a
+// close-on-exec descriptor whose reader must answer every refusal
+// (Listen). When the kernel refuses (EBUSY: a filter this process
+// already has, such as a container's, has a listener; EINVAL before
+// Linux 5.7), nothing is loaded and the caller loads Install's filter.
+//
+// Until the listener is read, a refused call waits; once every copy of
+// it is closed, the kernel fails the calls waiting and every later one
+// with ENOSYS. Either way it never runs.
+func InstallNotify() (*os.File, error) {
+	raw, err := NotifyProgram()
+	if err != nil {
+		return nil, err
+	}
+	fd, err := load(raw, unix.SECCOMP_FILTER_FLAG_TSYNC|unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH|unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "seccomp-listener"), nil
+}
+
+// load sets no_new_privs and loads raw with flags; it returns what
+// seccomp(2) returned (the listener with NEW_LISTENER).
+func load(raw []bpf.RawInstruction, flags uintptr) (int, error) {
 	filter := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
+		return -1, os.NewSyscallError("prctl(PR_SET_NO_NEW_PRIVS)", err)
 	}
-	_, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
 	runtime.KeepAlive(filter)
 	if e != 0 {
-		return os.NewSyscallError("seccomp(SECCOMP_SET_MODE_FILTER, TSYNC)", e)
+		name := "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC)"
+		if flags&unix.SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
+			name = "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC|TSYNC_ESRCH|NEW_LISTENER)"
+		}
+		return -1, os.NewSyscallError(name, e)
 	}
-	return nil
+	return int(r), nil
 }

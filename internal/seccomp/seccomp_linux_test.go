@@ -102,6 +102,9 @@ func errName(err error) string {
 }
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(envNotifyChild); mode != "" {
+		notifyChild(mode)
+	}
 	if dir := os.Getenv("ROOTFS_SECCOMP_CHILD"); dir != "" {
 		if os.Getenv("ROOTFS_SECCOMP_INSTALL") == "1" {
 			if err := Install(); err != nil {

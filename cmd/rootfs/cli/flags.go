@@ -165,7 +165,7 @@ func (o *ViewFlags) AddFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.WriteThrough, "write-through", false, "")
 	f.MarkDeprecated("write-through", "every write goes to the host at once by default now; --writeback caches them")
 	f.DurationVar(&o.CacheTimeout, "cache-timeout", vfs.DefaultCacheTimeout, "how long the kernel may cache names and attributes that the host watcher does not cover; host-side changes there show up within it (0s: no caching)")
-	f.StringVar(&o.AuditLog, "audit-log", "", "append what the server touched and was refused to `FILE`, one JSON object per line (- for stderr): changes, opens for writing, reads counted per file, names looked up outside the roots, refused roots, root changes")
+	f.StringVar(&o.AuditLog, "audit-log", "", "append what the server touched and was refused to `FILE`, one JSON object per line (- for stderr): changes, opens for writing, reads counted per file, names looked up outside the roots, refused roots, root changes, system calls the seccomp filter refused")
 	f.BoolVar(&o.NoHostWatch, "no-host-watch", false, "do not watch the roots' file systems for host changes (fanotify, as root); everything is then cached for --cache-timeout only")
 }
 

@@ -237,6 +237,9 @@ func whyCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				if r.Dest != "" && what == "" {
 					what = r.Dest
 				}
+				if r.Syscall != "" && what == "" {
+					what = r.Syscall
+				}
 				line := fmt.Sprintf("  %s %s %s", r.Time.Local().Format("15:04:05"), r.Op, shown(what))
 				if r.Comm != "" {
 					line += " by " + shown(r.Comm)

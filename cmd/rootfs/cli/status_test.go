@@ -91,3 +91,36 @@ func TestWhyResolvesSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// TestWhyListsSyscallRefusals: a system call the seccomp filter refused is
+// listed by its name and its caller's command. Negative control: without
+// the name the line names nothing.
+func TestWhyListsSyscallRefusals(t *testing.T) {
+	rt := t.TempDir()
+	if err := os.Chmod(rt, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	dir, err := instance.Dir(os.Getenv, os.Getuid(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"unshare", ""} {
+		info := instance.Info{ID: "5ecc0b" + name, PID: os.Getpid(), Started: time.Now(), Command: []string{"srv"},
+			Refusals: []audit.Record{{Time: time.Now(), Op: audit.OpSeccomp, Syscall: name, PID: 3, Comm: "node", Result: audit.ResultRefused, Reason: audit.ReasonSeccomp}}}
+		s, err := instance.Serve(dir, info.ID, func() instance.Info { return info }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		err = whyCommand(context.Background(), nil, &out, &errb)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := " seccomp unshare by node: refused by the seccomp filter"
+		if got := strings.Contains(out.String(), want); got != (name != "") {
+			t.Errorf("syscall %q: %q contains %q: %v", name, out.String(), want, got)
+		}
+	}
+}

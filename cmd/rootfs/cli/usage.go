@@ -57,8 +57,9 @@ and multicast are refused; --allow-net adds (localhost:PORT shows a host
 port at the same URL), --net-only allows nothing else, --deny-net takes
 away, --no-network leaves loopback only, --host-network shares the host's
 network unfiltered. Each refusal is one line on stderr with the flag that
-allows it. --audit-log FILE records what COMMAND touched and was refused;
-"rootfs status" and "rootfs why" show a running session and its refusals.
+allows it. --audit-log FILE records what COMMAND touched and was refused,
+system calls the seccomp filter refused included; "rootfs status" and
+"rootfs why" show a running session and its refusals.
 
 Examples:
   rootfs run -- npx -y @modelcontextprotocol/server-filesystem

@@ -1,0 +1,108 @@
+package mountmgr
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/seccomp"
+)
+
+// The seccomp listener's hand-over. With ServerOptions.SyscallRefused, P1
+// adds one end of a SOCK_SEQPACKET socketpair to the stage protocol
+// (ROOTFS_SECCOMP_FD). P2 loads the filter last, as always, but with a
+// listener (seccomp.InstallNotify), sends the listener on the socket and
+// closes its own copy before it forks the server:
+//
+//	P1                                              P2 (after Landlock)
+//	  <--- seccomp socket: payload seccompHandover, ---  seccomp(SET_MODE_FILTER, TSYNC|TSYNC_ESRCH|NEW_LISTENER)
+//	       SCM_RIGHTS [listener]                          close the listener
+//	  <--- sync pipe: stageReport ----------------------  (the server runs)
+//	  answer every notification EPERM (seccomp.Listen)
+//
+// When the kernel refuses a listener (EBUSY under a filter that has one,
+// as in some containers; EINVAL before Linux 5.7), P2 loads the plain
+// filter and the message says why, with no descriptor. Until P1 takes
+// the listener, a refused call waits; if P1 is gone it fails with ENOSYS
+// (P2's copy is closed): never does a refused call run.
+
+// seccompHandover is the payload of the hand-over message.
+type seccompHandover struct {
+	Err string `json:"err,omitempty"` // no listener: why
+}
+
+// installSeccomp is P2's last step: the plain filter without a socket,
+// else the one with a listener, sent back on sock.
+func installSeccomp(sock int) error {
+	if sock < 3 {
+		return seccomp.Install()
+	}
+	var h seccompHandover
+	var rights []byte
+	lf, err := seccomp.InstallNotify()
+	if err != nil {
+		if err := seccomp.Install(); err != nil {
+			return err
+		}
+		h.Err = err.Error()
+	} else {
+		defer lf.Close()
+		rights = unix.UnixRights(int(lf.Fd()))
+	}
+	payload, _ := json.Marshal(h)
+	if err := unix.Sendmsg(sock, payload, rights, nil, 0); err != nil {
+		return fmt.Errorf("seccomp: hand the listener to rootfs: %w", os.NewSyscallError("sendmsg", err))
+	}
+	unix.Close(sock)
+	return nil
+}
+
+// recvSeccomp is P1's part: the one message P2 queued before its report.
+// It returns the listener, or why there is none.
+func recvSeccomp(sock *os.File) (*os.File, string, error) {
+	buf := make([]byte, 1024)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, "", fmt.Errorf("seccomp: no listener from the sandbox: %w", os.NewSyscallError("recvmsg", err))
+	}
+	var fds []int
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for _, m := range msgs {
+			if got, err := unix.ParseUnixRights(&m); err == nil {
+				fds = append(fds, got...)
+			}
+		}
+	}
+	var h seccompHandover
+	if err := json.Unmarshal(buf[:n], &h); err != nil || (h.Err == "") != (len(fds) == 1) || len(fds) > 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, "", errors.New("seccomp: bad hand-over message from the sandbox")
+	}
+	if h.Err != "" {
+		return nil, h.Err, nil
+	}
+	return os.NewFile(uintptr(fds[0]), "seccomp-listener"), "", nil
+}
+
+// listenSeccomp answers and reports the listener's refusals until the
+// sandbox is gone (done).
+func listenSeccomp(lf *os.File, opts ServerOptions, done <-chan struct{}) error {
+	l, err := seccomp.Listen(lf, seccomp.ListenOptions{
+		Refused: func(r seccomp.Refusal) { opts.SyscallRefused(r.Syscall, r.PID, r.Comm) },
+		Lost:    opts.SyscallsLost,
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-done
+		l.Close()
+	}()
+	return nil
+}
