@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -63,4 +64,33 @@ func FuzzAppendJSON(f *testing.F) {
 			t.Errorf("got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// TestAppendJSONEveryField: a record with every exported field set, by
+// reflection, so that a field added to Record and not to appendJSON
+// fails here.
+func TestAppendJSONEveryField(t *testing.T) {
+	var r Record
+	v := reflect.ValueOf(&r).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(v.Type().Field(i).Name)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{v.Type().Field(i).Name}))
+		case reflect.Struct: // the time
+			f.Set(reflect.ValueOf(time.Date(2026, 12, 5, 6, 0, 0, 1, time.UTC)))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test and appendJSON", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	if got, want := r.appendJSON(nil), encodingJSON(t, r); !bytes.Equal(got, want) {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
 }
