@@ -1,9 +1,7 @@
 package audit
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,14 +17,9 @@ import (
 // lines decodes the JSON lines of b.
 func lines(t *testing.T, b []byte) []Record {
 	t.Helper()
-	var out []Record
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		out = append(out, r)
+	out, err := Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%v in:\n%s", err, b)
 	}
 	return out
 }

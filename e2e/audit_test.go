@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -98,14 +97,9 @@ func TestAuditLogStatusWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []audit.Record
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var r audit.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%q: %v", sc.Text(), err)
-		}
-		recs = append(recs, r)
+	recs, err := audit.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%v in:\n%s", err, b)
 	}
 	has := func(pred func(r audit.Record) bool) bool {
 		for _, r := range recs {

@@ -3,9 +3,7 @@
 package vfs
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,14 +19,9 @@ func readAudit(t *testing.T, p string) []audit.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []audit.Record
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var r audit.Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("%q: %v", sc.Text(), err)
-		}
-		out = append(out, r)
+	out, err := audit.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%v in:\n%s", err, b)
 	}
 	return out
 }
