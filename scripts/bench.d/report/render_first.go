@@ -76,27 +76,36 @@ func (r *report) firstTouch() {
 	r.line("")
 	r.line("FUSE requests in one first-touch run (bindfs: its mount; rootfs run: the view's connection, which under the kernel path serves only the top level):")
 	r.line("")
-	line := "| workload |"
 	var tts []string
 	for _, t := range fts {
 		if t != "native" && r.raw.up(t) {
 			tts = append(tts, t)
-			line += " " + ftLabel(t, runStrict, base) + " |"
 		}
 	}
-	r.line(line)
-	r.line("|---|" + strings.Repeat("---|", len(tts)))
+	r.ftTable(tts, runStrict, base, func(w, t string) string {
+		if r.raw.has("fttrips", w, t) {
+			return r.requests("fttrips", w, t)
+		}
+		return "n/a"
+	})
+}
+
+// ftTable renders one first-touch table: a row per workload measured
+// natively, a column per target in ts, each cell from cell(workload, target).
+func (r *report) ftTable(ts []string, runStrict bool, base string, cell func(w, t string) string) {
+	hdr := "| workload |"
+	for _, t := range ts {
+		hdr += " " + ftLabel(t, runStrict, base) + " |"
+	}
+	r.line(hdr)
+	r.line("|---|" + strings.Repeat("---|", len(ts)))
 	for _, w := range ftWorkloads {
 		if len(r.raw.samples("first", w.name, "native")) == 0 {
 			continue
 		}
 		line := "| " + r.label(w) + " |"
-		for _, t := range tts {
-			text := "n/a"
-			if r.raw.has("fttrips", w.name, t) {
-				text = r.requests("fttrips", w.name, t)
-			}
-			line += " " + text + " |"
+		for _, t := range ts {
+			line += " " + cell(w.name, t) + " |"
 		}
 		r.line(line)
 	}
@@ -188,22 +197,7 @@ func (r *report) auditLogs(runStrict bool, base, reps string) {
 	r.line("")
 	r.linef("The audit log each audited run wrote (start-up and both passes), median over the %s repetitions: lines, size, lines per operation, and the records its \"dropped\" lines say were lost. roots and lookup are the session's own records; read, write, create, delete, rename and attr come from the fanotify watch (kernel path) or the daemon (--strict), and a walk opens no file, so it has none of them. An empty log means nothing at all was recorded:", reps)
 	r.line("")
-	hdr := "| workload |"
-	for _, t := range ats {
-		hdr += " " + ftLabel(t, runStrict, base) + " |"
-	}
-	r.line(hdr)
-	r.line("|---|" + strings.Repeat("---|", len(ats)))
-	for _, w := range ftWorkloads {
-		if len(r.raw.samples("first", w.name, "native")) == 0 {
-			continue
-		}
-		line := "| " + r.label(w) + " |"
-		for _, t := range ats {
-			line += " " + r.auditCell(w.name, t) + " |"
-		}
-		r.line(line)
-	}
+	r.ftTable(ats, runStrict, base, r.auditCell)
 }
 
 // auditCell is the audit log of the runs of w on t: "29244 lines, 7.08 MB
