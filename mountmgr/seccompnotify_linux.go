@@ -15,19 +15,24 @@ import (
 // adds one end of a SOCK_SEQPACKET socketpair to the stage protocol
 // (ROOTFS_SECCOMP_FD). P2 loads the filter last, as always, but with a
 // listener (seccomp.InstallNotify), sends the listener on the socket and
-// closes its own copy before it forks the server:
+// keeps its own copy (close-on-exec) before it forks the server:
 //
 //	P1                                              P2 (after Landlock)
 //	  <--- seccomp socket: payload seccompHandover, ---  seccomp(SET_MODE_FILTER, TSYNC|TSYNC_ESRCH|NEW_LISTENER)
-//	       SCM_RIGHTS [listener]                          close the listener
+//	       SCM_RIGHTS [listener]                          keep a copy
 //	  <--- sync pipe: stageReport ----------------------  (the server runs)
 //	  answer every notification EPERM (seccomp.Listen)
 //
 // When the kernel refuses a listener (EBUSY under a filter that has one,
 // as in some containers; EINVAL before Linux 5.7), P2 loads the plain
-// filter and the message says why, with no descriptor. Until P1 takes
-// the listener, a refused call waits; if P1 is gone it fails with ENOSYS
-// (P2's copy is closed): never does a refused call run.
+// filter and the message says why, with no descriptor; on any other
+// error P2 fails. Until P1 answers, a refused call waits, and if P1 is
+// gone it waits for the sandbox's end (P2 dies with P1): never does a
+// refused call run. The filter also refuses the server a listener of its
+// own (seccomp.NotifyProgram), which could otherwise let the calls run.
+
+// heldListener is P2's own copy of the listener (installSeccomp).
+var heldListener *os.File
 
 // seccompHandover is the payload of the hand-over message.
 type seccompHandover struct {
@@ -43,13 +48,20 @@ func installSeccomp(sock int) error {
 	var h seccompHandover
 	var rights []byte
 	lf, err := seccomp.InstallNotify()
-	if err != nil {
+	switch {
+	case err != nil && !seccomp.Fallback(err):
+		return err // fail closed: no server without a filter
+	case err != nil:
 		if err := seccomp.Install(); err != nil {
 			return err
 		}
 		h.Err = err.Error()
-	} else {
-		defer lf.Close()
+	default:
+		// Kept open for this init's life (it is close-on-exec, and this
+		// process is out of the server's reach): while a copy lives, the
+		// kernel gives no one else a listener, and with rootfs gone a
+		// refused call waits for the sandbox's end instead of failing.
+		heldListener = lf
 		rights = unix.UnixRights(int(lf.Fd()))
 	}
 	payload, _ := json.Marshal(h)

@@ -241,30 +241,41 @@ func (l *Listener) report() {
 	lost()
 }
 
-// process reads, from one read of /proc/TID/status, thread tid's process
-// number in its innermost PID namespace (the last of NStgid) and the
-// thread's command (Name: the process's unless the thread renamed
-// itself). 0 and "" when it is gone, or is not in a PID namespace below
-// this /proc's.
+// process reads, from /proc/TID/status, thread tid's process number in
+// its innermost PID namespace (the last of NStgid) and the thread's
+// command (Name: the process's unless the thread renamed itself). 0 and
+// "" when it is gone, or is not in a PID namespace below this /proc's.
+// The file is read until NStgid's line is whole: a caller with many
+// supplementary groups (Groups comes first) pushes it far down.
 func process(tid int) (int, string) {
 	fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, ""
 	}
-	var buf [4096]byte // Name and NStgid come in the first lines; one read
-	n, err := unix.Read(fd, buf[:])
-	unix.Close(fd)
-	if err != nil || n <= 0 {
-		return 0, ""
-	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 4096)
 	var name []byte
 	var ns [][]byte
-	for line := range bytes.Lines(buf[:n]) {
-		if rest, ok := bytes.CutPrefix(line, []byte("Name:\t")); ok {
-			name = bytes.TrimSuffix(rest, []byte("\n"))
-		} else if rest, ok := bytes.CutPrefix(line, []byte("NStgid:")); ok {
-			ns = bytes.Fields(rest)
+	for ns == nil && len(buf) < statusMax {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		if err != nil || n <= 0 {
 			break
+		}
+		buf = buf[:len(buf)+n]
+		name, ns = nil, nil
+		for line := range bytes.Lines(buf) {
+			if !bytes.HasSuffix(line, []byte("\n")) {
+				break // read on: the last line is not whole yet
+			}
+			if rest, ok := bytes.CutPrefix(line, []byte("Name:\t")); ok {
+				name = bytes.TrimSuffix(rest, []byte("\n"))
+			} else if rest, ok := bytes.CutPrefix(line, []byte("NStgid:")); ok {
+				ns = bytes.Fields(rest)
+				break
+			}
 		}
 	}
 	if len(ns) < 2 {
@@ -276,6 +287,10 @@ func process(tid int) (int, string) {
 	}
 	return pid, unescapeName(name)
 }
+
+// statusMax bounds what process reads of a status file (65,536 groups of
+// 7 digits fit).
+const statusMax = 1 << 20
 
 // unescapeName undoes status's escaping of Name (a newline as \n, a
 // backslash as \\; nothing else is escaped).

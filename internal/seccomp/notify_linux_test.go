@@ -56,6 +56,13 @@ func notifyChild(mode string) {
 		// no filter: the benchmarks' baseline
 	} else if mode == "plain" {
 		err = Install()
+	} else if mode == "notify-noguard" {
+		raw, perr := program(true, false)
+		if perr != nil {
+			fmt.Fprintln(os.Stderr, "program:", perr)
+			os.Exit(3)
+		}
+		lf, err = installNotify(raw)
 	} else if lf, err = InstallNotify(); err != nil {
 		rep.InstallErr = err.Error()
 		err = Install()
@@ -106,6 +113,10 @@ func notifyChild(mode string) {
 	rep.Errs["clone3"] = errName(errno(e))
 	_, _, e = unix.Syscall(unix.SYS_GETPID, 0, 0, 0)
 	rep.Errs["getpid"] = errName(errno(e))
+	// A listener of the child's own: with one, it could answer its own
+	// refused calls with SECCOMP_USER_NOTIF_FLAG_CONTINUE and run them.
+	_, lerr := outerListener()
+	rep.Errs["listener"] = errName(lerr)
 	json.NewEncoder(os.Stdout).Encode(rep)
 	os.Exit(0)
 }
@@ -307,6 +318,25 @@ func TestNotifyListenerClosed(t *testing.T) {
 	if rep.Errs["unshare"] != "ENOSYS" || rep.Refused != 0 {
 		t.Errorf("with the listener closed unshare gave %s (%d EPERM); want ENOSYS for the waiting call and the later ones", rep.Errs["unshare"], rep.Refused)
 	}
+	if rep.Errs["listener"] != "EBUSY" {
+		t.Errorf("with rootfs's listener closed the server got a listener of its own (%s), which could let its refused calls run", rep.Errs["listener"])
+	}
+}
+
+// TestNotifyGuardControl is the negative control of the guard: the same
+// filter without it lets the child take a listener of its own once the
+// parent's copy is closed (the kernel's EBUSY lasts only while that copy
+// lives), after which its refused calls would be its own to let run.
+func TestNotifyGuardControl(t *testing.T) {
+	c := startChild(t, "notify-noguard", 0)
+	if c.listener == nil {
+		t.Fatal("the child sent no listener")
+	}
+	c.listener.Close()
+	rep := c.run(t)
+	if rep.Errs["listener"] != "ok" {
+		t.Errorf("without the guard, after the listener closed: %q; want a listener of the child's own (the attack this guards against)", rep.Errs["listener"])
+	}
 }
 
 // TestNotifyFlood: a flood of refused calls with a slow reporter and a
@@ -358,9 +388,23 @@ func TestNotifyProgramAssembles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(plain) != len(notify) {
-		t.Fatalf("lengths %d and %d", len(plain), len(notify))
+	// The guard is one rule block more (7 instructions) after the
+	// argument rules: seccomp(2) with NEW_LISTENER refused with EBUSY.
+	const guardLen = 7
+	if len(notify) != len(plain)+guardLen {
+		t.Fatalf("lengths %d and %d, want the guard's %d more", len(plain), len(notify), guardLen)
 	}
+	at := -1
+	for o := 0; o+guardLen <= len(notify); o++ {
+		if notify[o+guardLen-1].K == unix.SECCOMP_RET_ERRNO|uint32(unix.EBUSY) && notify[o+2].K == 16+8*1 {
+			at = o
+			break
+		}
+	}
+	if at < 0 {
+		t.Fatal("no guard block (EBUSY on seccomp's flags) in the notifying filter")
+	}
+	notify = append(notify[:at:at], notify[at+guardLen:]...)
 	changed := 0
 	for i := range plain {
 		if plain[i] != notify[i] {

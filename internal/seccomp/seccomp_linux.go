@@ -1,6 +1,7 @@
 package seccomp
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -102,15 +103,20 @@ func argRules() []rule {
 }
 
 // Program returns the assembled filter for the native architecture.
-func Program() ([]bpf.RawInstruction, error) { return program(false) }
+func Program() ([]bpf.RawInstruction, error) { return program(false, false) }
 
 // NotifyProgram is Program with every EPERM refusal (the EPERM list and
-// the argument rules that answer EPERM) referred to a listener instead;
-// the ENOSYS list, the socket rules' EAFNOSUPPORT and EPROTONOSUPPORT,
-// the x32 ENOSYS and the foreign-arch kill are as in Program.
-func NotifyProgram() ([]bpf.RawInstruction, error) { return program(true) }
+// the argument rules that answer EPERM) referred to a listener instead,
+// and one rule more: seccomp(2) with SECCOMP_FILTER_FLAG_NEW_LISTENER
+// fails with EBUSY, so the server never has a listener of its own. The
+// ENOSYS list, the socket rules' EAFNOSUPPORT and EPROTONOSUPPORT, the
+// x32 ENOSYS and the foreign-arch kill are as in Program.
+func NotifyProgram() ([]bpf.RawInstruction, error) { return program(true, true) }
 
-func program(notify bool) ([]bpf.RawInstruction, error) {
+// program assembles the filter; notify refers EPERM refusals to a
+// listener, guard refuses the server a listener of its own (only a test
+// leaves it out, to show what it stops).
+func program(notify, guard bool) ([]bpf.RawInstruction, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, fmt.Errorf("seccomp arch: %w", err)
@@ -137,7 +143,17 @@ func program(notify bool) ([]bpf.RawInstruction, error) {
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
 		bpf.RetConstant{Val: uint32(libseccomp.ActionKillProcess)},
 	}
-	for _, r := range argRules() {
+	rules := argRules()
+	if notify && guard {
+		// The server's own listener would take the refused calls (the
+		// newest filter's USER_NOTIF wins) and could let them run
+		// (SECCOMP_USER_NOTIF_FLAG_CONTINUE). The kernel refuses a second
+		// listener while ours is open (EBUSY); this says the same for as
+		// long as the filter lives, whatever becomes of ours.
+		rules = append(rules, rule{name: "seccomp", errno: unix.EBUSY, arg: 1, mask: unix.SECCOMP_FILTER_FLAG_NEW_LISTENER,
+			vals: []uint32{unix.SECCOMP_FILTER_FLAG_NEW_LISTENER}})
+	}
+	for _, r := range rules {
 		nr, ok := info.SyscallNames[r.name]
 		if !ok {
 			continue
@@ -211,6 +227,14 @@ func Install() error {
 	return err
 }
 
+// Fallback says whether InstallNotify's error means the kernel will not
+// give a listener here (EBUSY: an outer filter has one; EINVAL: a kernel
+// before 5.7), so that Install's filter is the right one to load; on any
+// other error the caller fails closed.
+func Fallback(err error) bool {
+	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EINVAL)
+}
+
 // InstallNotify is Install with NotifyProgram, loaded with
 // SECCOMP_FILTER_FLAG_NEW_LISTENER (and TSYNC_ESRCH, without which the
 // kernel refuses TSYNC with a listener): it returns the listener, a
@@ -221,12 +245,17 @@ func Install() error {
 //
 // Until the listener is read, a refused call waits; once every copy of
 // it is closed, the kernel fails the calls waiting and every later one
-// with ENOSYS. Either way it never runs.
+// with ENOSYS. The sandbox's init keeps a copy for its whole life, so the
+// calls wait rather than fail while it lives. Either way none runs.
 func InstallNotify() (*os.File, error) {
 	raw, err := NotifyProgram()
 	if err != nil {
 		return nil, err
 	}
+	return installNotify(raw)
+}
+
+func installNotify(raw []bpf.RawInstruction) (*os.File, error) {
 	fd, err := load(raw, unix.SECCOMP_FILTER_FLAG_TSYNC|unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH|unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
 	if err != nil {
 		return nil, err
@@ -247,12 +276,17 @@ func load(raw []bpf.RawInstruction, flags uintptr) (int, error) {
 	}
 	r, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, flags, uintptr(unsafe.Pointer(&prog)))
 	runtime.KeepAlive(filter)
+	name := "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC)"
+	if flags&unix.SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
+		name = "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC|TSYNC_ESRCH|NEW_LISTENER)"
+	}
 	if e != 0 {
-		name := "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC)"
-		if flags&unix.SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
-			name = "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC|TSYNC_ESRCH|NEW_LISTENER)"
-		}
 		return -1, os.NewSyscallError(name, e)
+	}
+	if flags&unix.SECCOMP_FILTER_FLAG_NEW_LISTENER == 0 && r != 0 {
+		// TSYNC without TSYNC_ESRCH: the id of a thread that could not
+		// be synchronised, and nothing loaded.
+		return -1, fmt.Errorf("%s: thread %d has a filter of its own; nothing loaded", name, r)
 	}
 	return int(r), nil
 }
