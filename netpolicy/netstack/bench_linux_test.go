@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -12,8 +13,8 @@ import (
 	"github.com/rootfs-dev/rootfs/netpolicy"
 )
 
-// World services for the benchmarks: a line on accept (:7000) and an
-// endless stream of zeros (:7001).
+// World services for the benchmarks: a line on accept (:7000), an
+// endless stream of zeros (:7001) and a sink that closes at EOF (:7002).
 var benchOnce sync.Once
 
 func setupBench(b *testing.B) *sandbox {
@@ -46,6 +47,22 @@ func setupBench(b *testing.B) *sandbox {
 					}()
 				}
 			}()
+			sink, err := net.Listen("tcp4", ":7002")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() {
+				for {
+					c, err := sink.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						_, _ = io.Copy(io.Discard, c)
+						c.Close()
+					}()
+				}
+			}()
 			return nil
 		})
 	})
@@ -73,17 +90,20 @@ func BenchmarkConnect(b *testing.B) {
 	}{{"host", hostPID}, {"sandbox", sb.pid}} {
 		b.Run(c.name, func(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
-			inNS(b, c.pid, func() error {
+			err := inNS(b, c.pid, func() error {
 				b.ResetTimer()
 				for range b.N {
 					start := time.Now()
 					if err := connectOnce("203.0.113.1:7000"); err != nil {
-						b.Fatal(err)
+						return err
 					}
 					lat = append(lat, time.Since(start))
 				}
 				return nil
 			})
+			if err != nil {
+				b.Fatal(err)
+			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
@@ -101,19 +121,69 @@ func BenchmarkThroughput(b *testing.B) {
 	}{{"host", hostPID}, {"sandbox", sb.pid}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(size)
-			inNS(b, c.pid, func() error {
+			err := inNS(b, c.pid, func() error {
 				for range b.N {
 					conn, err := net.Dial("tcp4", "203.0.113.1:7001")
 					if err != nil {
-						b.Fatal(err)
+						return err
 					}
-					if _, err := io.CopyN(io.Discard, conn, size); err != nil {
-						b.Fatal(err)
-					}
+					_, err = io.CopyN(io.Discard, conn, size)
 					conn.Close()
+					if err != nil {
+						return err
+					}
 				}
 				return nil
 			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkThroughputUpload: 1 GiB to the world per op, done when the
+// world has read it all (it closes after EOF).
+func BenchmarkThroughputUpload(b *testing.B) {
+	sb := setupBench(b)
+	const size = 1 << 30
+	for _, c := range []struct {
+		name string
+		pid  int
+	}{{"host", hostPID}, {"sandbox", sb.pid}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(size)
+			buf := make([]byte, 256<<10)
+			err := inNS(b, c.pid, func() error {
+				for range b.N {
+					conn, err := net.Dial("tcp4", "203.0.113.1:7002")
+					if err != nil {
+						return err
+					}
+					err = func() error {
+						defer conn.Close()
+						for left := size; left > 0; left -= len(buf) {
+							if _, err := conn.Write(buf[:min(len(buf), left)]); err != nil {
+								return err
+							}
+						}
+						if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+							return err
+						}
+						if n, err := conn.Read(buf[:1]); n != 0 || err != io.EOF {
+							return fmt.Errorf("world's close: %d bytes, %v", n, err)
+						}
+						return nil
+					}()
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
 		})
 	}
 }
@@ -128,17 +198,28 @@ func BenchmarkConcurrent200(b *testing.B) {
 		var before, during runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		conns := inNS(b, sb.pid, func() []net.Conn {
-			var out []net.Conn
+		type dialed struct {
+			conns []net.Conn
+			err   error
+		}
+		d := inNS(b, sb.pid, func() (d dialed) {
 			for range n {
 				c, err := net.Dial("tcp4", "203.0.113.1:7001")
 				if err != nil {
-					b.Fatal(err)
+					d.err = err
+					return d
 				}
-				out = append(out, c)
+				d.conns = append(d.conns, c)
 			}
-			return out
+			return d
 		})
+		conns := d.conns
+		if d.err != nil { // b.Fatal on inNS's goroutine would hang the benchmark
+			for _, c := range conns {
+				c.Close()
+			}
+			b.Fatalf("connection %d of %d: %v (engine: %+v)", len(conns)+1, n, d.err, sb.eng.Stats())
+		}
 		var wg sync.WaitGroup
 		for _, c := range conns {
 			wg.Add(1)

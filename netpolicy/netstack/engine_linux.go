@@ -111,8 +111,8 @@ type counters struct {
 
 const nicID = 1
 
-// New starts an engine on tun (a TUN queue, IFF_NO_PI; the engine owns it
-// from here, and closes it in Close).
+// New starts an engine on tun (a TUN queue, IFF_NO_PI, with or without
+// IFF_VNET_HDR; the engine owns it from here, and closes it in Close).
 func New(tun *os.File, o Options) (*Engine, error) {
 	if o.Policy == nil {
 		p, err := netpolicy.New(netpolicy.Options{})
@@ -149,6 +149,7 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
+	var err error
 	sack := tcpip.TCPSACKEnabled(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	// Small buffers to start with, grown by the stack for a busy
@@ -160,7 +161,14 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
-	ep, err := fdbased.New(&fdbased.Options{FDs: []int{int(tun.Fd())}, MTU: MTU, RXChecksumOffload: true})
+	var ep stack.LinkEndpoint
+	if fd := int(tun.Fd()); hasVnetHdr(fd) {
+		ep, err = newTUNLink(fd, MTU)
+	} else {
+		// A queue without virtio_net_hdr: gVisor's endpoint, checksums
+		// in full both ways.
+		ep, err = fdbased.New(&fdbased.Options{FDs: []int{fd}, MTU: MTU, RXChecksumOffload: true})
+	}
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("netstack link: %v", err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"golang.org/x/sys/unix"
@@ -43,6 +44,10 @@ import (
 const (
 	envChild  = "ROOTFS_NETTEST_CHILD"
 	envUserns = "ROOTFS_NETTEST_USERNS"
+	// envNoVnet=1: the sandbox's TUN without IFF_VNET_HDR, as before
+	// the offloads (the engine's fdbased path; a baseline for the
+	// benchmarks).
+	envNoVnet = "ROOTFS_NETTEST_NOVNET"
 )
 
 var (
@@ -357,7 +362,7 @@ func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
 		if err := linux.LoopbackUp(); err != nil {
 			return made{err: err}
 		}
-		tun, err := linux.CreateTUN(DeviceName)
+		tun, err := linux.CreateTUNVnet(DeviceName, os.Getenv(envNoVnet) == "")
 		if err != nil {
 			return made{err: err}
 		}
@@ -377,7 +382,7 @@ func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
 	if m.err != nil {
 		t.Fatal(m.err)
 	}
-	eng, err := New(m.tun, Options{Policy: pol, Logger: zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel)), Upstream: dnsAddr.String() + ":53"})
+	eng, err := New(m.tun, Options{Policy: pol, Logger: testLogger(t), Upstream: dnsAddr.String() + ":53"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,4 +499,14 @@ func readResult(c net.Conn) result {
 			return result{err: err}
 		}
 	}
+}
+
+// testLogger is the engine's: its warnings in the test's log, or, with
+// ROOTFS_NETTEST_DEBUG=1, everything on stderr as it happens (a test's
+// log is lost when a benchmark hangs or is killed).
+func testLogger(t testing.TB) *zap.Logger {
+	if os.Getenv("ROOTFS_NETTEST_DEBUG") != "" {
+		return zap.Must(zap.NewDevelopment())
+	}
+	return zaptest.NewLogger(t, zaptest.Level(zapcore.WarnLevel))
 }
