@@ -200,11 +200,29 @@ func (e *Engine) Close() error {
 			l.Close()
 		}
 		e.mu.Unlock()
-		e.nic.stack.Close()
+		// Destroy, not Close: Close leaves the NIC, and its link's reader
+		// goes on reading the TUN's descriptor number after the TUN is
+		// closed, so a file opened next with that number (another
+		// engine's TUN, in the tests) had its packets read and answered
+		// by this stack. Destroy removes the NIC, which stops the reader
+		// and waits for it. Bounded: a session's end must not hang on it.
+		destroyed := make(chan struct{})
+		go func() {
+			e.nic.stack.Destroy()
+			close(destroyed)
+		}()
+		select {
+		case <-destroyed:
+		case <-time.After(closeWait):
+			e.log.Warn("network: the stack did not stop in time; its TUN is closed anyway")
+		}
 		e.nic.tun.Close()
 	})
 	return nil
 }
+
+// closeWait bounds how long Close waits for the stack to stop.
+const closeWait = 2 * time.Second
 
 // Stats returns the counters so far.
 func (e *Engine) Stats() Stats {
