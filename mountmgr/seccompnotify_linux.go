@@ -31,9 +31,6 @@ import (
 // refused call run. The filter also refuses the server a listener of its
 // own (seccomp.NotifyProgram), which could otherwise let the calls run.
 
-// heldListener is P2's own copy of the listener (installSeccomp).
-var heldListener *os.File
-
 // seccompHandover is the payload of the hand-over message.
 type seccompHandover struct {
 	Err string `json:"err,omitempty"` // no listener: why
@@ -57,11 +54,15 @@ func installSeccomp(sock int) error {
 		}
 		h.Err = err.Error()
 	default:
-		// Kept open for this init's life (it is close-on-exec, and this
-		// process is out of the server's reach): while a copy lives, the
-		// kernel gives no one else a listener, and with rootfs gone a
-		// refused call waits for the sandbox's end instead of failing.
-		heldListener = lf
+		// A copy kept open for this init's life, as a bare descriptor
+		// (no finalizer closes it; close-on-exec, and this process is out
+		// of the server's reach): while a copy lives, the kernel gives no
+		// one else a listener, and with rootfs gone a refused call waits
+		// for the sandbox's end instead of failing.
+		if _, err := unix.FcntlInt(lf.Fd(), unix.F_DUPFD_CLOEXEC, 3); err != nil {
+			return fmt.Errorf("seccomp: keep the listener: %w", err)
+		}
+		defer lf.Close()
 		rights = unix.UnixRights(int(lf.Fd()))
 	}
 	payload, _ := json.Marshal(h)
