@@ -1,7 +1,6 @@
 package mountmgr
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -35,15 +34,6 @@ type netHandover struct {
 	Err   string   `json:"err,omitempty"`   // no device: why
 }
 
-// netSocketPair returns P1's and P2's ends.
-func netSocketPair() (parent, child *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, os.NewSyscallError("socketpair", err)
-	}
-	return os.NewFile(uintptr(fds[0]), "net-parent"), os.NewFile(uintptr(fds[1]), "net-child"), nil
-}
-
 // setupNet is P2's part: it builds the link and sends its descriptors.
 func setupNet(n *NetSpec, sock int) error {
 	if err := linux.LoopbackUp(); err != nil {
@@ -51,9 +41,8 @@ func setupNet(n *NetSpec, sock int) error {
 	}
 	tun, err := linux.CreateTUN(n.Device)
 	if err != nil {
-		payload, _ := json.Marshal(netHandover{Err: err.Error()})
-		if err := unix.Sendmsg(sock, payload, nil, nil, 0); err != nil {
-			return fmt.Errorf("network: %w", os.NewSyscallError("sendmsg", err))
+		if err := sendHandover(sock, netHandover{Err: err.Error()}); err != nil {
+			return fmt.Errorf("network: %w", err)
 		}
 		return nil
 	}
@@ -78,9 +67,8 @@ func setupNet(n *NetSpec, sock int) error {
 			fds, ports = append(fds, fd), append(ports, p)
 		}
 	}
-	payload, _ := json.Marshal(netHandover{Ports: ports})
-	if err := unix.Sendmsg(sock, payload, unix.UnixRights(fds...), nil, 0); err != nil {
-		return fmt.Errorf("network: hand the device to rootfs: %w", os.NewSyscallError("sendmsg", err))
+	if err := sendHandover(sock, netHandover{Ports: ports}, fds...); err != nil {
+		return fmt.Errorf("network: hand the device to rootfs: %w", err)
 	}
 	return nil
 }
@@ -110,31 +98,17 @@ func listenLoopback(family int, port uint16) (int, error) {
 
 // recvNetFiles is P1's part: the one message P2 queued before its report.
 func recvNetFiles(sock *os.File) (*NetFiles, error) {
-	buf := make([]byte, 4096)
-	oob := make([]byte, unix.CmsgSpace(4*(2*spec.MaxLocalPorts+1)))
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("network: no device from the sandbox: %w", os.NewSyscallError("recvmsg", err))
-	}
-	var fds []int
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err == nil {
-		for _, m := range msgs {
-			got, err := unix.ParseUnixRights(&m)
-			if err == nil {
-				fds = append(fds, got...)
-			}
-		}
-	}
-	closeAll := func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}
 	var h netHandover
-	if err := json.Unmarshal(buf[:n], &h); err != nil || h.Err == "" && len(fds) != len(h.Ports)+1 || h.Err != "" && len(fds) != 0 {
-		closeAll()
-		return nil, errors.New("network: bad hand-over message from the sandbox")
+	fds, err := recvHandover(sock, &h, 2*spec.MaxLocalPorts+1)
+	if errors.Is(err, errBadHandover) {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("network: no device from the sandbox: %w", err)
+	}
+	if h.Err == "" && len(fds) != len(h.Ports)+1 || h.Err != "" && len(fds) != 0 {
+		closeFDs(fds)
+		return nil, fmt.Errorf("network: %w", errBadHandover)
 	}
 	if h.Err != "" {
 		return &NetFiles{Unavailable: h.Err}, nil

@@ -1,7 +1,6 @@
 package mountmgr
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -43,7 +42,7 @@ func installSeccomp(sock int) error {
 		return seccomp.Install()
 	}
 	var h seccompHandover
-	var rights []byte
+	var fds []int
 	lf, err := seccomp.InstallNotify()
 	switch {
 	case err != nil && !seccomp.Fallback(err):
@@ -63,11 +62,10 @@ func installSeccomp(sock int) error {
 			return fmt.Errorf("seccomp: keep the listener: %w", err)
 		}
 		defer lf.Close()
-		rights = unix.UnixRights(int(lf.Fd()))
+		fds = append(fds, int(lf.Fd()))
 	}
-	payload, _ := json.Marshal(h)
-	if err := unix.Sendmsg(sock, payload, rights, nil, 0); err != nil {
-		return fmt.Errorf("seccomp: hand the listener to rootfs: %w", os.NewSyscallError("sendmsg", err))
+	if err := sendHandover(sock, h, fds...); err != nil {
+		return fmt.Errorf("seccomp: hand the listener to rootfs: %w", err)
 	}
 	unix.Close(sock)
 	return nil
@@ -76,26 +74,17 @@ func installSeccomp(sock int) error {
 // recvSeccomp is P1's part: the one message P2 queued before its report.
 // It returns the listener, or why there is none.
 func recvSeccomp(sock *os.File) (*os.File, string, error) {
-	buf := make([]byte, 1024)
-	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(int(sock.Fd()), buf, oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, "", fmt.Errorf("seccomp: no listener from the sandbox: %w", os.NewSyscallError("recvmsg", err))
-	}
-	var fds []int
-	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-		for _, m := range msgs {
-			if got, err := unix.ParseUnixRights(&m); err == nil {
-				fds = append(fds, got...)
-			}
-		}
-	}
 	var h seccompHandover
-	if err := json.Unmarshal(buf[:n], &h); err != nil || (h.Err == "") != (len(fds) == 1) || len(fds) > 1 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		return nil, "", errors.New("seccomp: bad hand-over message from the sandbox")
+	fds, err := recvHandover(sock, &h, 1)
+	if errors.Is(err, errBadHandover) {
+		return nil, "", fmt.Errorf("seccomp: %w", err)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("seccomp: no listener from the sandbox: %w", err)
+	}
+	if (h.Err == "") != (len(fds) == 1) || len(fds) > 1 {
+		closeFDs(fds)
+		return nil, "", fmt.Errorf("seccomp: %w", errBadHandover)
 	}
 	if h.Err != "" {
 		return nil, h.Err, nil

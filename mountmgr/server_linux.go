@@ -83,7 +83,7 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	// Issue 23: the network hand-over socket, fd 5 (net_linux.go).
 	var netParent, netChild *os.File
 	if spec.Net != nil {
-		if netParent, netChild, err = netSocketPair(); err != nil {
+		if netParent, netChild, err = handoverPair("net"); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
@@ -107,7 +107,7 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	// (seccompnotify_linux.go).
 	var seccompParent, seccompChild *os.File
 	if opts.SyscallRefused != nil {
-		if seccompParent, seccompChild, err = netSocketPair(); err != nil {
+		if seccompParent, seccompChild, err = handoverPair("seccomp"); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
