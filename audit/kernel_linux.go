@@ -451,8 +451,10 @@ func Forward(group, out *os.File) (stop func()) {
 	}
 	var stopping atomic.Bool
 	buf := make([]byte, 64<<10)
-	// drain reads what has queued, and says whether there was any.
-	drain := func() bool {
+	// read passes on what has queued and says whether there was any: all
+	// of it, or (a burst's read) until a read comes back less than half
+	// full, when the queue is not filling.
+	read := func(all bool) bool {
 		any := false
 		for {
 			k, err := unix.Read(fd, buf)
@@ -461,20 +463,7 @@ func Forward(group, out *os.File) (stop func()) {
 			}
 			any = true
 			pass(buf[:k])
-		}
-	}
-	// readSome reads once, again while a read comes back more than half
-	// full (the queue is filling), and says whether there was anything.
-	readSome := func() bool {
-		any := false
-		for {
-			k, err := unix.Read(fd, buf)
-			if err != nil || k <= 0 {
-				return any
-			}
-			any = true
-			pass(buf[:k])
-			if k < len(buf)/2 {
+			if !all && k < len(buf)/2 {
 				return true
 			}
 		}
@@ -490,7 +479,7 @@ func Forward(group, out *os.File) (stop func()) {
 			if pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
 				return
 			}
-			for !stopping.Load() && readSome() {
+			for !stopping.Load() && read(false) {
 				time.Sleep(burstGap)
 			}
 		}
@@ -499,7 +488,7 @@ func Forward(group, out *os.File) (stop func()) {
 		stopping.Store(true)
 		_, _ = unix.Write(wake[1], []byte{0})
 		<-done
-		drain()
+		read(true)
 		unix.Close(fd)
 		unix.Close(wake[0])
 		unix.Close(wake[1])
