@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rootfs-dev/rootfs/internal/linux"
 	"go.uber.org/zap"
 )
 
@@ -547,19 +548,8 @@ func (l *Log) Lost(n int64, why string) {
 // innerPID is pid's number in its innermost PID namespace (the last of
 // /proc/PID/status's NSpid), or pid when that cannot be read.
 func innerPID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return pid
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
-					return n
-				}
-			}
-		}
+	if st, ok := linux.ReadProcStatus(pid); ok && len(st.NSpid) > 0 {
+		return st.NSpid[len(st.NSpid)-1]
 	}
 	return pid
 }

@@ -26,12 +26,14 @@
 // An ERRNO return is reported by the kernel only to its own audit
 // subsystem. NotifyProgram is the same filter with every EPERM return
 // (the EPERM list and the EPERM argument rules) replaced by
-// SECCOMP_RET_USER_NOTIF; InstallNotify loads it with a listener, and
-// Listen, in the process that reads the listener (rootfs's daemon),
-// answers each notification with EPERM and reports it. The answer is
-// always the refusal: the call never runs (no
-// SECCOMP_USER_NOTIF_FLAG_CONTINUE), waits while nobody reads, and
-// fails with ENOSYS once the listener is closed. The ENOSYS list and the
+// SECCOMP_RET_USER_NOTIF, and seccomp(2) with NEW_LISTENER refused with
+// EBUSY (a listener of the server's own could let its refused calls run);
+// InstallNotify loads it with a listener, and Listen, in the process that
+// reads the listener (rootfs's daemon), answers each notification with
+// EPERM and reports it. The answer is always the refusal: the call never
+// runs (no SECCOMP_USER_NOTIF_FLAG_CONTINUE), waits while nobody reads,
+// and fails with ENOSYS once every copy of the listener is closed. The
+// ENOSYS list and the
 // socket rules stay plain returns: they are probes that libc and libuv
 // make on every thread start or event loop, fall back from, and that
 // would cost each a round trip to report nothing a reader needs.

@@ -21,7 +21,6 @@ package seccomp
 // is counted (Lost).
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"unsafe"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
+	"github.com/rootfs-dev/rootfs/internal/linux"
 	"golang.org/x/sys/unix"
 )
 
@@ -148,9 +148,10 @@ func Listen(f *os.File, o ListenOptions) (*Listener, error) {
 // Answered is how many refused calls the listener has answered.
 func (l *Listener) Answered() int64 { return l.answered.Load() }
 
-// Close stops the listener and closes its descriptor (once P2 has closed
-// its copy, the kernel then fails refused calls with ENOSYS). What was
-// answered and queued is still reported before Close returns.
+// Close stops the listener and closes its descriptor (refused calls then
+// wait on the sandbox's init's copy; with every copy closed the kernel
+// fails them with ENOSYS). What was answered and queued is still
+// reported before Close returns.
 func (l *Listener) Close() {
 	l.once.Do(func() {
 		l.stopW.Close()
@@ -241,78 +242,14 @@ func (l *Listener) report() {
 	lost()
 }
 
-// process reads, from /proc/TID/status, thread tid's process number in
-// its innermost PID namespace (the last of NStgid) and the thread's
-// command (Name: the process's unless the thread renamed itself). 0 and
-// "" when it is gone, or is not in a PID namespace below this /proc's.
-// The file is read until NStgid's line is whole: a caller with many
-// supplementary groups (Groups comes first) pushes it far down.
+// process is thread tid's process number in its innermost PID namespace
+// (the last of NStgid) and the thread's command (Name: the process's
+// unless the thread renamed itself). 0 and "" when it is gone, or is not
+// in a PID namespace below this /proc's.
 func process(tid int) (int, string) {
-	fd, err := unix.Open("/proc/"+strconv.Itoa(tid)+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
+	st, ok := linux.ReadProcStatus(tid)
+	if !ok || len(st.NStgid) < 2 {
 		return 0, ""
 	}
-	defer unix.Close(fd)
-	buf := make([]byte, 0, 4096)
-	var name []byte
-	var ns [][]byte
-	for ns == nil && len(buf) < statusMax {
-		if len(buf) == cap(buf) {
-			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
-		}
-		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
-		if err != nil || n <= 0 {
-			break
-		}
-		buf = buf[:len(buf)+n]
-		name, ns = nil, nil
-		for line := range bytes.Lines(buf) {
-			if !bytes.HasSuffix(line, []byte("\n")) {
-				break // read on: the last line is not whole yet
-			}
-			if rest, ok := bytes.CutPrefix(line, []byte("Name:\t")); ok {
-				name = bytes.TrimSuffix(rest, []byte("\n"))
-			} else if rest, ok := bytes.CutPrefix(line, []byte("NStgid:")); ok {
-				ns = bytes.Fields(rest)
-				break
-			}
-		}
-	}
-	if len(ns) < 2 {
-		return 0, ""
-	}
-	pid, err := strconv.Atoi(string(ns[len(ns)-1]))
-	if err != nil {
-		return 0, ""
-	}
-	return pid, unescapeName(name)
-}
-
-// statusMax bounds what process reads of a status file (65,536 groups of
-// 7 digits fit).
-const statusMax = 1 << 20
-
-// unescapeName undoes status's escaping of Name (a newline as \n, a
-// backslash as \\; nothing else is escaped).
-func unescapeName(b []byte) string {
-	if bytes.IndexByte(b, '\\') < 0 {
-		return string(b)
-	}
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		if b[i] == '\\' && i+1 < len(b) {
-			switch b[i+1] {
-			case 'n':
-				out = append(out, '\n')
-				i++
-				continue
-			case '\\':
-				out = append(out, '\\')
-				i++
-				continue
-			}
-		}
-		out = append(out, b[i])
-	}
-	return string(out)
+	return st.NStgid[len(st.NStgid)-1], st.Name
 }

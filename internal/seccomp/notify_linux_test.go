@@ -452,12 +452,3 @@ func BenchmarkProcess(b *testing.B) {
 		process(tid)
 	}
 }
-
-// TestUnescapeName: status escapes a newline and a backslash in Name.
-func TestUnescapeName(t *testing.T) {
-	for in, want := range map[string]string{`node`: "node", `a\nb`: "a\nb", `a\\b`: `a\b`, `a\\nb`: `a\nb`, `a\x`: `a\x`, `end\`: `end\`} {
-		if got := unescapeName([]byte(in)); got != want {
-			t.Errorf("%q: %q, want %q", in, got, want)
-		}
-	}
-}
