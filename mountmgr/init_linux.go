@@ -20,6 +20,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/audit"
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/mountmgr/resolve"
 )
 
@@ -54,8 +55,14 @@ func runInit() {
 		}
 	}
 	os.Unsetenv(envAuditFD)
-	seccompFD, _ := strconv.Atoi(os.Getenv(envSeccompFD)) // only with ServerOptions.SyscallRefused
+	seccompFD, _ := strconv.Atoi(os.Getenv(envSeccompFD)) // only with ServerOptions.SyscallRefused or .Connect
 	os.Unsetenv(envSeccompFD)
+	var notify seccomp.Notify
+	for _, w := range strings.Split(os.Getenv(envSeccompNotify), ",") {
+		notify.Refusals = notify.Refusals || w == "refusals"
+		notify.Connect = notify.Connect || w == "connect"
+	}
+	os.Unsetenv(envSeccompNotify)
 	if seccompFD >= 3 {
 		unix.CloseOnExec(seccompFD)
 	}
@@ -76,19 +83,24 @@ func runInit() {
 	if err != nil {
 		fail(err)
 	}
+	if spec.Net == nil {
+		notify.Connect = false // the host's network, or none: nothing to carry
+	}
 	if spec.Net != nil { // issue 23: before setupRoot's pivot_root hides /dev/net/tun
 		if netFD < 3 {
 			fail(errors.New("network: no hand-over socket"))
 		}
-		if err := setupNet(spec.Net, netFD); err != nil {
+		tun, err := setupNet(spec.Net, netFD)
+		if err != nil {
 			fail(err)
 		}
+		notify.Connect = notify.Connect && tun // no engine, no fast path
 		unix.Close(netFD)
 	}
 	if err := setupRoot(&spec); err != nil {
 		fail(err)
 	}
-	if err := dropPrivileges(&spec, lastCap, seccompFD); err != nil {
+	if err := dropPrivileges(&spec, lastCap, seccompFD, notify); err != nil {
 		fail(err)
 	}
 	cmd := &exec.Cmd{
@@ -232,7 +244,7 @@ func setupRoot(spec *Spec) error {
 // (landlock_linux.go: scopes, and unix sockets in the roots), seccomp last
 // (with a listener sent back on seccompSock when it is a descriptor:
 // seccompnotify_linux.go).
-func dropPrivileges(spec *Spec, lastCap, seccompSock int) error {
+func dropPrivileges(spec *Spec, lastCap, seccompSock int, notify seccomp.Notify) error {
 	if sg, err := os.ReadFile("/proc/self/setgroups"); err != nil || strings.TrimSpace(string(sg)) != "deny" {
 		if err := unix.Setgroups(nil); err != nil {
 			return os.NewSyscallError("setgroups", err)
@@ -265,5 +277,5 @@ func dropPrivileges(spec *Spec, lastCap, seccompSock int) error {
 	if err := linux.LandlockRestrict(landlockRuleset(spec, linux.LandlockABI())); err != nil {
 		return fmt.Errorf("landlock: %w", err)
 	}
-	return installSeccomp(seccompSock)
+	return installSeccomp(seccompSock, notify)
 }

@@ -10,6 +10,9 @@ type NetFiles struct {
 	TUN *os.File
 	// Unavailable is why there is no TUN ("" when there is one).
 	Unavailable string
+	// Relay is a listening socket at 127.0.0.1 inside the sandbox, any
+	// port, for the fast path (netstack.Engine.ServeRelay); with TUN.
+	Relay *os.File
 	// Local are listening sockets of the sandbox's loopback, one or two
 	// per NetSpec.LocalPorts entry.
 	Local []LocalListener
@@ -28,6 +31,9 @@ func (f *NetFiles) Close() {
 	}
 	if f.TUN != nil {
 		f.TUN.Close()
+	}
+	if f.Relay != nil {
+		f.Relay.Close()
 	}
 	for _, l := range f.Local {
 		l.File.Close()

@@ -18,7 +18,8 @@ import (
 //
 //	P1                                         P2 (new network namespace)
 //	  <--- net socket: payload netHandover, -----  make TUN, address it, route via the gateway,
-//	       SCM_RIGHTS [tun, listener...]           lo up, listen on 127.0.0.1:PORT ([::1]:PORT)
+//	       SCM_RIGHTS [tun, relay, listener...]    lo up, listen on 127.0.0.1:0 (the fast path's
+//	                                               relay) and 127.0.0.1:PORT ([::1]:PORT)
 //	  <--- sync pipe: stageReport ---------------  (the server runs)
 //
 // P1 reads the message once the report says ok: it is already queued.
@@ -30,25 +31,26 @@ import (
 
 // netHandover is the payload of the hand-over message.
 type netHandover struct {
-	Ports []uint16 `json:"ports,omitempty"` // of the listeners after the TUN, in order
+	Ports []uint16 `json:"ports,omitempty"` // of the listeners after the TUN and the relay, in order
 	Err   string   `json:"err,omitempty"`   // no device: why
 }
 
-// setupNet is P2's part: it builds the link and sends its descriptors.
-func setupNet(n *NetSpec, sock int) error {
+// setupNet is P2's part: it builds the link and sends its descriptors. It
+// says whether the sandbox has the TUN (and so an engine in P1).
+func setupNet(n *NetSpec, sock int) (bool, error) {
 	if err := linux.LoopbackUp(); err != nil {
-		return err
+		return false, err
 	}
 	tun, err := linux.CreateTUN(n.Device)
 	if err != nil {
 		if err := sendHandover(sock, netHandover{Err: err.Error()}); err != nil {
-			return fmt.Errorf("network: %w", err)
+			return false, fmt.Errorf("network: %w", err)
 		}
-		return nil
+		return false, nil
 	}
 	defer tun.Close()
 	if err := linux.ConfigureLink(n.Device, n.Addr, n.Gateway, n.MTU); err != nil {
-		return fmt.Errorf("network: %w", err)
+		return false, fmt.Errorf("network: %w", err)
 	}
 	fds := []int{int(tun.Fd())}
 	var ports []uint16
@@ -57,10 +59,17 @@ func setupNet(n *NetSpec, sock int) error {
 			unix.Close(fd)
 		}
 	}()
+	// The fast path's relay (netstack.Engine.ServeRelay): any free port;
+	// a full backlog would stall the connects it carries.
+	relay, err := listenLoopback(unix.AF_INET, 0)
+	if err != nil {
+		return false, fmt.Errorf("network: the relay listener: %w", err)
+	}
+	fds = append(fds, relay)
 	for _, p := range n.LocalPorts {
 		fd, err := listenLoopback(unix.AF_INET, p)
 		if err != nil {
-			return fmt.Errorf("network: localhost:%d in the sandbox: %w", p, err)
+			return false, fmt.Errorf("network: localhost:%d in the sandbox: %w", p, err)
 		}
 		fds, ports = append(fds, fd), append(ports, p)
 		if fd, err := listenLoopback(unix.AF_INET6, p); err == nil { // no IPv6 on lo: 127.0.0.1 only
@@ -68,9 +77,9 @@ func setupNet(n *NetSpec, sock int) error {
 		}
 	}
 	if err := sendHandover(sock, netHandover{Ports: ports}, fds...); err != nil {
-		return fmt.Errorf("network: hand the device to rootfs: %w", err)
+		return false, fmt.Errorf("network: hand the device to rootfs: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // listenLoopback listens on the loopback address of family at port.
@@ -89,7 +98,7 @@ func listenLoopback(family int, port uint16) (int, error) {
 		unix.Close(fd)
 		return -1, os.NewSyscallError("bind", err)
 	}
-	if err := unix.Listen(fd, 128); err != nil {
+	if err := unix.Listen(fd, 4096); err != nil { // the kernel caps it at net.core.somaxconn
 		unix.Close(fd)
 		return -1, os.NewSyscallError("listen", err)
 	}
@@ -99,23 +108,23 @@ func listenLoopback(family int, port uint16) (int, error) {
 // recvNetFiles is P1's part: the one message P2 queued before its report.
 func recvNetFiles(sock *os.File) (*NetFiles, error) {
 	var h netHandover
-	fds, err := recvHandover(sock, &h, 2*spec.MaxLocalPorts+1)
+	fds, err := recvHandover(sock, &h, 2*spec.MaxLocalPorts+2)
 	if errors.Is(err, errBadHandover) {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("network: no device from the sandbox: %w", err)
 	}
-	if h.Err == "" && len(fds) != len(h.Ports)+1 || h.Err != "" && len(fds) != 0 {
+	if h.Err == "" && len(fds) != len(h.Ports)+2 || h.Err != "" && len(fds) != 0 {
 		closeFDs(fds)
 		return nil, fmt.Errorf("network: %w", errBadHandover)
 	}
 	if h.Err != "" {
 		return &NetFiles{Unavailable: h.Err}, nil
 	}
-	f := &NetFiles{TUN: os.NewFile(uintptr(fds[0]), "tun")}
+	f := &NetFiles{TUN: os.NewFile(uintptr(fds[0]), "tun"), Relay: os.NewFile(uintptr(fds[1]), "relay")}
 	for i, p := range h.Ports {
-		f.Local = append(f.Local, LocalListener{Port: p, File: os.NewFile(uintptr(fds[i+1]), fmt.Sprintf("localhost:%d", p))})
+		f.Local = append(f.Local, LocalListener{Port: p, File: os.NewFile(uintptr(fds[i+2]), fmt.Sprintf("localhost:%d", p))})
 	}
 	return f, nil
 }

@@ -37,13 +37,21 @@ type seccompHandover struct {
 
 // installSeccomp is P2's last step: the plain filter without a socket,
 // else the one with a listener, sent back on sock.
-func installSeccomp(sock int) error {
-	if sock < 3 {
+func installSeccomp(sock int, notify seccomp.Notify) error {
+	if sock < 3 || !notify.Refusals && !notify.Connect {
+		if sock >= 3 {
+			// Asked for the fast path only, which has no engine here: the
+			// message says so.
+			if err := sendHandover(sock, seccompHandover{Err: "no network engine to carry connect(2)"}); err != nil {
+				return fmt.Errorf("seccomp: %w", err)
+			}
+			unix.Close(sock)
+		}
 		return seccomp.Install()
 	}
 	var h seccompHandover
 	var fds []int
-	lf, err := seccomp.InstallNotify()
+	lf, err := seccomp.InstallNotify(notify)
 	switch {
 	case err != nil && !seccomp.Fallback(err):
 		return err // fail closed: no server without a filter
@@ -95,10 +103,11 @@ func recvSeccomp(sock *os.File) (*os.File, string, error) {
 // listenSeccomp answers and reports the listener's refusals until the
 // sandbox is gone (done).
 func listenSeccomp(lf *os.File, opts ServerOptions, done <-chan struct{}) error {
-	l, err := seccomp.Listen(lf, seccomp.ListenOptions{
-		Refused: func(r seccomp.Refusal) { opts.SyscallRefused(r.Syscall, r.PID, r.Comm) },
-		Lost:    opts.SyscallsLost,
-	})
+	lo := seccomp.ListenOptions{Lost: opts.SyscallsLost, Connect: opts.Connect}
+	if opts.SyscallRefused != nil {
+		lo.Refused = func(r seccomp.Refusal) { opts.SyscallRefused(r.Syscall, r.PID, r.Comm) }
+	}
+	l, err := seccomp.Listen(lf, lo)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -106,13 +107,20 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	// The seccomp listener, when refused calls are reported
 	// (seccompnotify_linux.go).
 	var seccompParent, seccompChild *os.File
+	var notify []string
 	if opts.SyscallRefused != nil {
+		notify = append(notify, "refusals")
+	}
+	if opts.Connect != nil && spec.Net != nil {
+		notify = append(notify, "connect")
+	}
+	if len(notify) > 0 {
 		if seccompParent, seccompChild, err = handoverPair("seccomp"); err != nil {
 			closeAll()
 			return nil, fmt.Errorf("%w: %v", ErrSetup, err)
 		}
 		closers = append(closers, seccompParent, seccompChild)
-		env = append(env, fmt.Sprintf("%s=%d", envSeccompFD, 3+len(extra)))
+		env = append(env, fmt.Sprintf("%s=%d", envSeccompFD, 3+len(extra)), envSeccompNotify+"="+strings.Join(notify, ","))
 		extra = append(extra, seccompChild)
 	}
 	cmd := &exec.Cmd{
@@ -202,8 +210,14 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	if r.err == nil && r.rep.Kind == stageOK && seccompParent != nil {
 		// Answered from now on; until here a refused call waited.
 		var lf *os.File
-		if lf, s.SyscallsUnreported, r.err = recvSeccomp(seccompParent); r.err == nil && lf != nil {
+		var why string
+		if lf, why, r.err = recvSeccomp(seccompParent); r.err == nil && lf != nil {
 			r.err = listenSeccomp(lf, opts, s.done)
+		}
+		if opts.SyscallRefused != nil {
+			s.SyscallsUnreported = why
+		} else if why != "" {
+			log.Debug("network: no fast path", zap.String("why", why))
 		}
 		if r.err != nil {
 			_ = cmd.Process.Kill()

@@ -3,19 +3,35 @@ package session
 import (
 	"context"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/mountmgr"
 	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
 )
 
+// connector hands the sandbox's connect(2)s (ServerOptions.Connect) to
+// the engine's fast path once it runs; until then, and without it, they
+// run as made, and meet the engine's stack.
+type connector struct {
+	eng atomic.Pointer[netstack.Engine]
+}
+
+func (c *connector) connect(call *seccomp.Call) seccomp.Answer {
+	if e := c.eng.Load(); e != nil {
+		return e.SeccompConnect(call)
+	}
+	return seccomp.Answer{Continue: true}
+}
+
 // startNetwork runs, in P1, the engine on the sandbox's TUN device and
-// relays its localhost ports. The returned stop closes it all; files are
-// the engine's from here, also on error. Refusals also go to refused (the
-// audit stream), when it is not nil.
-func startNetwork(o NetOptions, files *mountmgr.NetFiles, refused func(netstack.Refusal), log *zap.Logger) (stop func(), err error) {
+// relays its localhost ports, and gives the engine to fast. The returned
+// stop closes it all; files are the engine's from here, also on error.
+// Refusals also go to refused (the audit stream), when it is not nil.
+func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refused func(netstack.Refusal), log *zap.Logger) (stop func(), err error) {
 	if files.TUN == nil {
 		log.Warn("network: the server has no network (as with --no-network): the sandbox cannot use /dev/net/tun here; make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network to share the host's, unfiltered",
 			zap.String("error", files.Unavailable))
@@ -31,6 +47,21 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, refused func(netstack.
 	if err != nil {
 		files.Close()
 		return nil, err
+	}
+	if files.Relay != nil {
+		nl, err := net.FileListener(files.Relay)
+		files.Relay.Close()
+		tl, ok := nl.(*net.TCPListener)
+		switch {
+		case err != nil || !ok:
+			log.Warn("network: no fast path: the relay listener", zap.Error(err))
+		default:
+			if err := eng.ServeRelay(tl); err != nil {
+				log.Warn("network: no fast path", zap.Error(err))
+			} else {
+				fast.eng.Store(eng)
+			}
+		}
 	}
 	for _, l := range files.Local {
 		nl, err := net.FileListener(l.File)
@@ -53,8 +84,9 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, refused func(netstack.
 		}
 	}()
 	return func() {
+		fast.eng.Store(nil)
 		st := eng.Stats()
 		eng.Close()
-		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
+		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("tcp_fast", st.TCPFast), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
 	}, nil
 }

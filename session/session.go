@@ -165,6 +165,10 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 		sopts.AuditGroup = s.vis.kernelGroup() // nil without an audit log file
 	}
 	s.vis.reportSyscalls(&sopts)
+	var fast connector
+	if spec.Net != nil {
+		sopts.Connect = fast.connect // the network's fast path, once it runs
+	}
 	if s.srv, err = mountmgr.StartServer(ctx, spec, sopts); err != nil {
 		return nil, err
 	}
@@ -175,7 +179,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 		if s.srv.Net.TUN == nil {
 			spec.NoNetwork = true // for status: only loopback (startNetwork says why)
 		}
-		stopNet, err := startNetwork(o.Sandbox.Net, s.srv.Net, s.vis.netRefused, log)
+		stopNet, err := startNetwork(o.Sandbox.Net, s.srv.Net, &fast, s.vis.netRefused, log)
 		if err != nil {
 			s.srv.Stdin.Close()
 			s.srv.Stop(o.Grace)

@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -65,6 +66,82 @@ type ListenOptions struct {
 	// Queue bounds the refusals answered and not yet reported; 0 means
 	// 1024.
 	Queue int
+	// Connect, when set, answers the connect(2) calls of a filter made
+	// with Notify.Connect, each from a goroutine of its own while the
+	// caller waits (at most maxConnects at once; beyond that, and when
+	// Connect is nil, the call is let run: Answer.Continue).
+	Connect func(*Call) Answer
+}
+
+// maxConnects bounds the connect(2) calls being answered at once.
+const maxConnects = 256
+
+// Valid says whether the caller still waits for this answer: false once
+// it was killed or interrupted, after which any number read about it
+// (its TID, its descriptors) may be another's.
+func (c *Call) Valid() bool {
+	id := c.ID
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, c.listener, unix.SECCOMP_IOCTL_NOTIF_ID_VALID, uintptr(unsafe.Pointer(&id)))
+	return e == 0
+}
+
+// ReadMem fills b from the caller's memory at addr (process_vm_readv,
+// which needs what ptrace would: the caller's user or its user
+// namespace's owner), and checks that the caller still waits.
+func (c *Call) ReadMem(addr uint64, b []byte) error {
+	local := []unix.Iovec{{Base: &b[0]}}
+	local[0].SetLen(len(b))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+	n, err := unix.ProcessVMReadv(c.TID, local, remote, 0)
+	if err != nil {
+		return os.NewSyscallError("process_vm_readv", err)
+	}
+	if n != len(b) {
+		return errors.New("seccomp: short read of the caller's memory")
+	}
+	if !c.Valid() {
+		return errors.New("seccomp: the caller stopped waiting")
+	}
+	return nil
+}
+
+// FD is a duplicate of the caller's descriptor fd (pidfd_getfd: the same
+// open file, its flags shared; the same rights as ReadMem), as a raw
+// descriptor, close-on-exec, that the caller of FD closes. Never wrap it
+// in an os.File: its Fd method would make the file blocking, for the
+// sandbox's process too.
+func (c *Call) FD(fd int) (int, error) {
+	// The calling thread's own table (PIDFD_THREAD, Linux 6.9), or its
+	// process's.
+	pidfd, err := unix.PidfdOpen(c.TID, unix.O_EXCL)
+	if err != nil {
+		pidfd, err = unix.PidfdOpen(c.TID, 0)
+	}
+	if err != nil {
+		return -1, os.NewSyscallError("pidfd_open", err)
+	}
+	defer unix.Close(pidfd)
+	dup, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("pidfd_getfd", err)
+	}
+	if !c.Valid() {
+		unix.Close(dup)
+		return -1, errors.New("seccomp: the caller stopped waiting")
+	}
+	return dup, nil
+}
+
+func (l *Listener) send(id uint64, a Answer) syscall.Errno {
+	resp := seccompNotifResp{ID: id, Val: a.Val}
+	switch {
+	case a.Continue:
+		resp.Flags = unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE
+	case a.Errno != 0:
+		resp.Val, resp.Error = 0, -int32(a.Errno)
+	}
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, l.f.Fd(), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	return e
 }
 
 // Listener answers and reports the refusals of one filter.
@@ -74,9 +151,11 @@ type Listener struct {
 	stopR    *os.File
 	stopW    *os.File
 	queue    chan notice
+	connects chan struct{} // semaphore of maxConnects
 	answered atomic.Int64
 	lost     atomic.Int64
 	wg       sync.WaitGroup
+	cw       sync.WaitGroup // connect(2)s being answered
 	once     sync.Once
 }
 
@@ -135,7 +214,7 @@ func Listen(f *os.File, o ListenOptions) (*Listener, error) {
 		f.Close()
 		return nil, err
 	}
-	l := &Listener{f: f, opts: o, stopR: r, stopW: w, queue: make(chan notice, o.Queue)}
+	l := &Listener{f: f, opts: o, stopR: r, stopW: w, queue: make(chan notice, o.Queue), connects: make(chan struct{}, maxConnects)}
 	// Linux 6.6: wake the caller on this CPU when answered (older: EINVAL, ignored).
 	_, _, _ = unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
 	buf := max(int(sizes.Notif), int(unsafe.Sizeof(seccompNotif{})))
@@ -165,7 +244,10 @@ func (l *Listener) Close() {
 func (l *Listener) answer(size int) {
 	defer l.wg.Done()
 	defer close(l.queue)
-	defer l.f.Close()
+	defer func() {
+		l.cw.Wait() // connect(2)s still being answered use the descriptor
+		l.f.Close()
+	}()
 	fd := int(l.f.Fd())
 	buf := make([]byte, size)
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(l.stopR.Fd()), Events: unix.POLLIN}}
@@ -191,6 +273,10 @@ func (l *Listener) answer(size int) {
 			return
 		}
 		n := (*seccompNotif)(unsafe.Pointer(&buf[0]))
+		if connectNr >= 0 && n.Data.Nr == connectNr {
+			l.connect(n)
+			continue
+		}
 		q := notice{nr: n.Data.Nr, tid: int(n.Pid)}
 		if q.tid > 0 {
 			q.pid, q.comm = process(q.tid)
@@ -199,8 +285,7 @@ func (l *Listener) answer(size int) {
 				q.pid, q.comm = 0, "" // killed while we read: the numbers may be another's
 			}
 		}
-		resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))); e != 0 {
+		if e := l.send(n.ID, Answer{Errno: unix.EPERM}); e != 0 {
 			// ENOENT: the caller stopped waiting. A signal interrupted it
 			// (Go's preemption, say) and the kernel restarts the call,
 			// which comes again as a new notification; or it was killed.
@@ -215,6 +300,40 @@ func (l *Listener) answer(size int) {
 		}
 	}
 }
+
+// connect answers a connect(2) with opts.Connect, from a goroutine of
+// its own; when there is none, or too many wait already, the call runs.
+func (l *Listener) connect(n *seccompNotif) {
+	c := &Call{listener: l.f.Fd(), ID: n.ID, TID: int(n.Pid), Args: n.Data.Args}
+	if l.opts.Connect == nil || c.TID <= 0 {
+		l.send(c.ID, Answer{Continue: true})
+		return
+	}
+	select {
+	case l.connects <- struct{}{}:
+	default:
+		l.send(c.ID, Answer{Continue: true})
+		return
+	}
+	l.cw.Add(1)
+	go func() {
+		defer l.cw.Done()
+		defer func() { <-l.connects }()
+		l.send(c.ID, l.opts.Connect(c))
+	}()
+}
+
+// connectNr is connect(2)'s number here, -1 where the table lacks it.
+var connectNr = func() int32 {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		return -1
+	}
+	if nr, ok := info.SyscallNames["connect"]; ok {
+		return int32(nr)
+	}
+	return -1
+}()
 
 // report turns what answer queued into Refusals.
 func (l *Listener) report() {

@@ -41,6 +41,9 @@ type childReport struct {
 // then tries InstallNotify (EBUSY) before falling back to Install, as P2
 // does. N in ROOTFS_SECCOMP_FLOOD repeats the refused call.
 func notifyChild(mode string) {
+	if mode == "connect" {
+		connectChild()
+	}
 	runtime.LockOSThread()
 	sock, gate := 3, os.NewFile(4, "gate")
 	rep := childReport{Errs: map[string]string{}}
@@ -57,13 +60,13 @@ func notifyChild(mode string) {
 	} else if mode == "plain" {
 		err = Install()
 	} else if mode == "notify-noguard" {
-		raw, perr := program(true, false)
+		raw, perr := program(Notify{Refusals: true}, false)
 		if perr != nil {
 			fmt.Fprintln(os.Stderr, "program:", perr)
 			os.Exit(3)
 		}
-		lf, err = installNotify(raw)
-	} else if lf, err = InstallNotify(); err != nil {
+		lf, err = installNotify(raw, listenerFlags)
+	} else if lf, err = InstallNotify(Notify{Refusals: true}); err != nil {
 		rep.InstallErr = err.Error()
 		err = Install()
 	}
@@ -384,7 +387,7 @@ func TestNotifyProgramAssembles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notify, err := NotifyProgram()
+	notify, err := NotifyProgram(Notify{Refusals: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,24 +103,37 @@ func argRules() []rule {
 }
 
 // Program returns the assembled filter for the native architecture.
-func Program() ([]bpf.RawInstruction, error) { return program(false, false) }
+func Program() ([]bpf.RawInstruction, error) { return program(Notify{}, false) }
 
-// NotifyProgram is Program with every EPERM refusal (the EPERM list and
-// the argument rules that answer EPERM) referred to a listener instead,
-// and one rule more: seccomp(2) with SECCOMP_FILTER_FLAG_NEW_LISTENER
-// fails with EBUSY, so the server never has a listener of its own. The
-// ENOSYS list, the socket rules' EAFNOSUPPORT and EPROTONOSUPPORT, the
-// x32 ENOSYS and the foreign-arch kill are as in Program.
-func NotifyProgram() ([]bpf.RawInstruction, error) { return program(true, true) }
+// Notify says which calls NotifyProgram's filter refers to its listener.
+type Notify struct {
+	// Refusals: every EPERM refusal (the EPERM list and the argument
+	// rules that answer EPERM), answered EPERM by the listener and
+	// reported (--audit-log).
+	Refusals bool
+	// Connect: every connect(2), which the listener may carry out itself
+	// or let run (SECCOMP_USER_NOTIF_FLAG_CONTINUE): the network's fast
+	// path (ListenOptions.Connect).
+	Connect bool
+}
 
-// program assembles the filter; notify refers EPERM refusals to a
-// listener, guard refuses the server a listener of its own (only a test
-// leaves it out, to show what it stops).
-func program(notify, guard bool) ([]bpf.RawInstruction, error) {
+// NotifyProgram is Program with the calls n names referred to a listener
+// instead, and one rule more: seccomp(2) with
+// SECCOMP_FILTER_FLAG_NEW_LISTENER fails with EBUSY, so the server never
+// has a listener of its own. The ENOSYS list, the socket rules'
+// EAFNOSUPPORT and EPROTONOSUPPORT, the x32 ENOSYS and the foreign-arch
+// kill are as in Program.
+func NotifyProgram(n Notify) ([]bpf.RawInstruction, error) { return program(n, true) }
+
+// program assembles the filter; n.Refusals refers EPERM refusals to a
+// listener and n.Connect connect(2); guard refuses the server a listener
+// of its own (only a test leaves it out, to show what it stops).
+func program(n Notify, guard bool) ([]bpf.RawInstruction, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, fmt.Errorf("seccomp arch: %w", err)
 	}
+	notify := n.Refusals
 	epermAction := libseccomp.ActionErrno | libseccomp.Action(unix.EPERM)
 	if notify {
 		epermAction = libseccomp.ActionUserNotify
@@ -131,6 +144,9 @@ func program(notify, guard bool) ([]bpf.RawInstruction, error) {
 			{Names: known(info, ENOSYSList), Action: libseccomp.ActionErrno | libseccomp.Action(unix.ENOSYS)},
 			{Names: known(info, EPERMList), Action: epermAction},
 		},
+	}
+	if n.Connect {
+		policy.Syscalls = append(policy.Syscalls, libseccomp.SyscallGroup{Names: known(info, []string{"connect"}), Action: libseccomp.ActionUserNotify})
 	}
 	lib, err := policy.Assemble()
 	if err != nil {
@@ -144,7 +160,7 @@ func program(notify, guard bool) ([]bpf.RawInstruction, error) {
 		bpf.RetConstant{Val: uint32(libseccomp.ActionKillProcess)},
 	}
 	rules := argRules()
-	if notify && guard {
+	if (n.Refusals || n.Connect) && guard {
 		// The server's own listener would take the refused calls (the
 		// newest filter's USER_NOTIF wins) and could let them run
 		// (SECCOMP_USER_NOTIF_FLAG_CONTINUE). The kernel refuses a second
@@ -235,7 +251,7 @@ func Fallback(err error) bool {
 	return errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EINVAL)
 }
 
-// InstallNotify is Install with NotifyProgram, loaded with
+// InstallNotify is Install with NotifyProgram(n), loaded with
 // SECCOMP_FILTER_FLAG_NEW_LISTENER (and TSYNC_ESRCH, without which the
 // kernel refuses TSYNC with a listener): it returns the listener, a
 // close-on-exec descriptor whose reader must answer every refusal
@@ -247,16 +263,37 @@ func Fallback(err error) bool {
 // it is closed, the kernel fails the calls waiting and every later one
 // with ENOSYS. The sandbox's init keeps a copy for its whole life, so the
 // calls wait rather than fail while it lives. Either way none runs.
-func InstallNotify() (*os.File, error) {
-	raw, err := NotifyProgram()
+//
+// With n.Connect the filter is loaded with
+// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19): a connect(2) the
+// listener has taken is not interrupted by a signal (Go's preemption,
+// say), which would restart it as a new call after the listener had
+// already carried it out. A kernel without the flag gets the filter
+// without Connect.
+func InstallNotify(n Notify) (*os.File, error) {
+	raw, err := NotifyProgram(n)
 	if err != nil {
 		return nil, err
 	}
-	return installNotify(raw)
+	flags := uintptr(listenerFlags)
+	if n.Connect {
+		f, err := installNotify(raw, flags|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
+		if !errors.Is(err, unix.EINVAL) {
+			return f, err
+		}
+		n.Connect = false
+		if raw, err = NotifyProgram(n); err != nil {
+			return nil, err
+		}
+	}
+	return installNotify(raw, flags)
 }
 
-func installNotify(raw []bpf.RawInstruction) (*os.File, error) {
-	fd, err := load(raw, unix.SECCOMP_FILTER_FLAG_TSYNC|unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH|unix.SECCOMP_FILTER_FLAG_NEW_LISTENER)
+// listenerFlags load a filter with a listener.
+const listenerFlags = unix.SECCOMP_FILTER_FLAG_TSYNC | unix.SECCOMP_FILTER_FLAG_TSYNC_ESRCH | unix.SECCOMP_FILTER_FLAG_NEW_LISTENER
+
+func installNotify(raw []bpf.RawInstruction, flags uintptr) (*os.File, error) {
+	fd, err := load(raw, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +316,9 @@ func load(raw []bpf.RawInstruction, flags uintptr) (int, error) {
 	name := "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC)"
 	if flags&unix.SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
 		name = "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC|TSYNC_ESRCH|NEW_LISTENER)"
+	}
+	if flags&unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV != 0 {
+		name = "seccomp(SECCOMP_SET_MODE_FILTER, TSYNC|TSYNC_ESRCH|NEW_LISTENER|WAIT_KILLABLE_RECV)"
 	}
 	if e != 0 {
 		return -1, os.NewSyscallError(name, e)

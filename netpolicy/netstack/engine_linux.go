@@ -71,6 +71,9 @@ type Options struct {
 // Stats count what the engine did.
 type Stats struct {
 	TCPAllowed, UDPAllowed, DNSAnswered, Refused, Local int64
+	// TCPFast are the TCPAllowed connections that took the fast path
+	// (Connect).
+	TCPFast int64
 }
 
 // Engine is the userspace network of one sandbox. Close stops it; it may
@@ -92,6 +95,7 @@ type Engine struct {
 	// mu guards listeners.
 	mu        sync.Mutex
 	listeners []net.Listener
+	fast      atomic.Pointer[fastPath] // ServeRelay's
 
 	n counters
 }
@@ -106,7 +110,7 @@ type nic struct {
 
 // counters are what Stats reports.
 type counters struct {
-	tcpAllowed, udpAllowed, dnsAnswered, local atomic.Int64
+	tcpAllowed, udpAllowed, dnsAnswered, local, tcpFast atomic.Int64
 }
 
 const nicID = 1
@@ -227,7 +231,7 @@ const closeWait = 2 * time.Second
 // Stats returns the counters so far.
 func (e *Engine) Stats() Stats {
 	return Stats{TCPAllowed: e.n.tcpAllowed.Load(), UDPAllowed: e.n.udpAllowed.Load(), DNSAnswered: e.n.dnsAnswered.Load(),
-		Refused: e.ref.total.Load(), Local: e.n.local.Load()}
+		Refused: e.ref.total.Load(), Local: e.n.local.Load(), TCPFast: e.n.tcpFast.Load()}
 }
 
 func (e *Engine) acquire() bool {
@@ -313,6 +317,16 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	defer c.Close()
+	e.relay(c, up, q, false)
+}
+
+// relay carries an allowed connection: c the sandbox's side, up the
+// destination's, q what was decided on. Where names matter it first
+// reads c's first bytes for the server name (TLS SNI, HTTP Host) and
+// decides again with it; then it copies both ways until both are done.
+// fast counts it as the fast path's.
+func (e *Engine) relay(c, up net.Conn, q netpolicy.Query, fast bool) {
+	dst, port, names := q.Addr, q.Port, q.Names
 	upFirst := make(chan []byte, 1)
 	var peekMu sync.Mutex // held to change peeking and c's read deadline
 	peeking := true
@@ -343,6 +357,9 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 	_ = c.SetReadDeadline(time.Time{})
 	peekMu.Unlock()
 	e.n.tcpAllowed.Add(1)
+	if fast {
+		e.n.tcpFast.Add(1)
+	}
 	if len(head) > 0 {
 		if _, err := up.Write(head); err != nil {
 			return

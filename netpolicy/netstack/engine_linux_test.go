@@ -23,18 +23,32 @@ type step struct {
 	control bool   // also attempt from the host's namespace, which must reach
 }
 
+// runSteps runs steps from a sandbox with policy o, once for each way
+// its client can connect (through the stack, and offered to the fast
+// path on a blocking and on a non-blocking socket): the same rules must
+// hold on every path. A step that reaches through the fast path must
+// have been carried by it.
 func runSteps(t *testing.T, o netpolicy.Options, steps []step) {
-	sb := newSandbox(t, o)
-	for _, s := range steps {
-		t.Run(s.name, func(t *testing.T) {
-			r := attempt(t, sb.pid, true, s.dst, s.sni)
-			if r.reached() != s.reach || !strings.Contains(r.String(), s.want) {
-				t.Errorf("%s from the sandbox: %v; want reached=%v with %q", s.dst, r, s.reach, s.want)
-			}
-			if s.control {
-				if c := attempt(t, hostPID, false, s.dst, s.sni); !c.reached() {
-					t.Errorf("negative control (host network) %s: %v", s.dst, c)
-				}
+	for _, mode := range dialModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			sb := newSandboxMode(t, o, mode)
+			for _, s := range steps {
+				t.Run(s.name, func(t *testing.T) {
+					before := sb.eng.Stats().TCPFast
+					r := attempt(t, sb, s.dst, s.sni)
+					if r.reached() != s.reach || !strings.Contains(r.String(), s.want) {
+						t.Errorf("%s from the sandbox: %v; want reached=%v with %q", s.dst, r, s.reach, s.want)
+					}
+					fast := sb.eng.Stats().TCPFast - before
+					if want := mode != viaStack && r.reached() && !strings.Contains(s.name, "localhost"); fast != 0 != want {
+						t.Errorf("%d connections carried by the fast path, want %v", fast, want)
+					}
+					if s.control {
+						if c := attempt(t, nil, s.dst, s.sni); !c.reached() {
+							t.Errorf("negative control (host network) %s: %v", s.dst, c)
+						}
+					}
+				})
 			}
 		})
 	}
@@ -93,12 +107,12 @@ func TestHostHeaderMustAgree(t *testing.T) {
 		if _, err := resolve("www.internet.test"); err != nil {
 			return result{err: err}
 		}
-		return connect("203.0.113.1:80", "other.internet.test", "")
+		return connect(hostDial, "203.0.113.1:80", "other.internet.test", "")
 	})
 	if r.reached() {
 		t.Errorf("Host other.internet.test reached: %v", r)
 	}
-	r = inNS(t, sb.pid, func() result { return connect("203.0.113.1:80", "www.internet.test", "") })
+	r = inNS(t, sb.pid, func() result { return connect(hostDial, "203.0.113.1:80", "www.internet.test", "") })
 	if !r.reached() {
 		t.Errorf("Host www.internet.test: %v", r)
 	}

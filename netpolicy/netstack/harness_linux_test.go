@@ -3,6 +3,7 @@ package netstack
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -342,9 +343,30 @@ func zone(w dns.ResponseWriter, r *dns.Msg) {
 type sandbox struct {
 	pid int
 	eng *Engine
+	// mode is how the sandbox's client connects: through the stack (as
+	// without the fast path), or offering each connect to the fast path
+	// first as rootfs's seccomp listener does, on a blocking or a
+	// non-blocking socket.
+	mode dialMode
 }
 
-func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
+type dialMode int
+
+const (
+	viaStack dialMode = iota
+	viaFast
+	viaFastNonblocking
+)
+
+func (m dialMode) String() string { return [...]string{"stack", "fast", "fast-nonblocking"}[m] }
+
+var dialModes = []dialMode{viaStack, viaFast, viaFastNonblocking}
+
+func newSandbox(t testing.TB, o netpolicy.Options) *sandbox { return newSandboxMode(t, o, viaStack) }
+
+// newSandboxMode is newSandbox whose client connects as mode says; the
+// engine serves the fast path's relay listener in every mode.
+func newSandboxMode(t testing.TB, o netpolicy.Options, mode dialMode) *sandbox {
 	t.Helper()
 	setupWorld(t)
 	o.HostAddrs = append(o.HostAddrs, hostAddr)
@@ -352,9 +374,10 @@ func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := &sandbox{pid: anchor(t)}
+	sb := &sandbox{pid: anchor(t), mode: mode}
 	type made struct {
 		tun   *os.File
+		relay *net.TCPListener
 		local []net.Listener
 		err   error
 	}
@@ -369,6 +392,10 @@ func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
 		if err := linux.ConfigureLink(DeviceName, SandboxAddr, Gateway, MTU); err != nil {
 			return made{err: err}
 		}
+		relay, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			return made{err: err}
+		}
 		var ls []net.Listener
 		for _, p := range pol.LocalPorts() {
 			l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p))
@@ -377,7 +404,7 @@ func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
 			}
 			ls = append(ls, l)
 		}
-		return made{tun: tun, local: ls}
+		return made{tun: tun, relay: relay, local: ls}
 	})
 	if m.err != nil {
 		t.Fatal(m.err)
@@ -388,6 +415,9 @@ func newSandbox(t testing.TB, o netpolicy.Options) *sandbox {
 	}
 	for i, p := range pol.LocalPorts() {
 		eng.ServeLocal(m.local[i], p)
+	}
+	if err := eng.ServeRelay(m.relay); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
 	sb.eng = eng
@@ -432,10 +462,14 @@ func resolve(name string) ([]string, error) {
 }
 
 // attempt connects to dst (NAME:PORT, resolved through the sandbox's DNS
-// when pid is a sandbox, through the test zone directly otherwise; or
-// ADDR:PORT), speaks HTTP (or TLS with SNI sni when tlsName is set) and
-// returns the first line.
-func attempt(t *testing.T, pid int, sandboxed bool, dst string, sni string) result {
+// from sb, through the test zone directly from the host's namespace when
+// sb is nil; or ADDR:PORT), speaks HTTP (or TLS with SNI sni when tlsName
+// is set) and returns the first line.
+func attempt(t *testing.T, sb *sandbox, dst string, sni string) result {
+	pid, sandboxed, dial := hostPID, false, hostDial
+	if sb != nil {
+		pid, sandboxed, dial = sb.pid, true, sb.dial
+	}
 	return inNS(t, pid, func() result {
 		host, port, _ := net.SplitHostPort(dst)
 		if _, err := netip.ParseAddr(host); err != nil {
@@ -454,19 +488,78 @@ func attempt(t *testing.T, pid int, sandboxed bool, dst string, sni string) resu
 			// As clients do: the first address that answers.
 			var last result
 			for _, a := range addrs {
-				last = connect(net.JoinHostPort(a, port), host, sni)
+				last = connect(dial, net.JoinHostPort(a, port), host, sni)
 				if last.reached() {
 					break
 				}
 			}
 			return last
 		}
-		return connect(dst, host, sni)
+		return connect(dial, dst, host, sni)
 	})
 }
 
-func connect(addr, host, sni string) result {
-	c, err := net.DialTimeout("tcp4", addr, 3*time.Second)
+func hostDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp4", addr, 3*time.Second) }
+
+// dial connects to addr (ADDR:PORT) from the calling thread, which is in
+// the sandbox's namespace, as sb.mode says. The fast path is offered the
+// call as rootfs's seccomp listener offers it (Engine.SeccompConnect): a
+// copy of the socket, and the connect runs as made when it declines.
+func (sb *sandbox) dial(addr string) (net.Conn, error) {
+	if sb.mode == viaStack {
+		return hostDial(addr)
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if sb.mode == viaFastNonblocking {
+		unix.SetNonblock(fd, true)
+	}
+	sa := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	errno, ok := sb.eng.Connect(dup, ap)
+	unix.Close(dup)
+	if !ok {
+		err = unix.Connect(fd, sa)
+	} else if errno != 0 {
+		err = errno
+	}
+	if errors.Is(err, unix.EINPROGRESS) {
+		err = waitConnected(fd)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, &net.OpError{Op: "dial", Net: "tcp4", Err: os.NewSyscallError("connect", err)}
+	}
+	f := os.NewFile(uintptr(fd), "sandbox-socket")
+	defer f.Close()
+	return net.FileConn(f)
+}
+
+// waitConnected waits for a non-blocking connect to end, as a client's
+// event loop does, and returns its error.
+func waitConnected(fd int) error {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(p, 3000); err != nil || n == 0 {
+		return errors.Join(err, os.ErrDeadlineExceeded)
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); err != nil || v != 0 {
+		return errors.Join(err, syscall.Errno(v))
+	}
+	return nil
+}
+
+func connect(dial func(string) (net.Conn, error), addr, host, sni string) result {
+	c, err := dial(addr)
 	if err != nil {
 		return result{err: err}
 	}

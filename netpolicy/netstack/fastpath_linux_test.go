@@ -1,0 +1,192 @@
+package netstack
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// The fast path's own tests; every policy rule is also run through it
+// (runSteps's modes).
+
+var worldHTTP = netip.MustParseAddrPort("203.0.113.1:80")
+
+// socket4 is a new TCP/IPv4 socket of the calling thread's namespace.
+func socket4(t *testing.T) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd
+}
+
+// TestFastPathRefusesAForeignSocket: the deputy problem. Connect acts on a
+// socket the sandbox hands it; one from the host's namespace (passed in
+// over a unix socket, say) would be connected to whatever listens at the
+// relay's port on the host's loopback, with rootfs's rights. Connect
+// declines it. Negative control: the same socket connected as Connect
+// would connect it reaches a host service at that port.
+func TestFastPathRefusesAForeignSocket(t *testing.T) {
+	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
+	relay := sb.eng.fast.Load().addr
+	type got struct {
+		ok     bool
+		errno  unix.Errno
+		reach  string
+		listen error
+	}
+	g := inNS(t, hostPID, func() got {
+		// A host service on the relay's port number.
+		l, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(relay.Port))
+		if err != nil {
+			return got{listen: err}
+		}
+		defer l.Close()
+		go serveLine(l, "host service at the relay's port")
+		fd := socket4(t)
+		defer unix.Close(fd)
+		errno, ok := sb.eng.Connect(fd, worldHTTP)
+		r := got{ok: ok, errno: errno}
+		// The control: what Connect would have done with it.
+		if err := unix.Connect(fd, &relay); err == nil {
+			c, err := net.FileConn(fileOf(fd))
+			if err == nil {
+				r.reach = readResult(c).line
+				c.Close()
+			}
+		}
+		return r
+	})
+	if g.listen != nil {
+		t.Skipf("the relay's port is taken on the host: %v", g.listen)
+	}
+	if g.ok {
+		t.Errorf("Connect took a socket of the host's namespace (errno %v)", g.errno)
+	}
+	if g.reach != "host service at the relay's port" {
+		t.Errorf("negative control: the host socket connected to the relay's port got %q", g.reach)
+	}
+}
+
+// TestFastPathDeclines: what the fast path does not take runs as made and
+// meets the stack: a bound socket, a UDP socket, a connected one, the
+// gateway, an IPv4 destination the policy refuses. None is counted.
+func TestFastPathDeclines(t *testing.T) {
+	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
+	type c struct {
+		name string
+		sock func() int
+		dst  netip.AddrPort
+	}
+	cases := []c{
+		{"bound", func() int {
+			fd := socket4(t)
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: SandboxAddr.Addr().As4()}); err != nil {
+				t.Fatal(err)
+			}
+			return fd
+		}, worldHTTP},
+		{"udp", func() int {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fd
+		}, worldHTTP},
+		{"connected", func() int {
+			fd := socket4(t)
+			if err := unix.Connect(fd, &unix.SockaddrInet4{Port: 80, Addr: worldHTTP.Addr().As4()}); err != nil {
+				t.Fatal(err)
+			}
+			return fd
+		}, worldHTTP},
+		{"gateway", func() int { return socket4(t) }, netip.AddrPortFrom(Gateway, 53)},
+		{"refused by the policy", func() int { return socket4(t) }, netip.MustParseAddrPort("192.168.77.1:80")},
+		{"loopback", func() int { return socket4(t) }, netip.MustParseAddrPort("127.0.0.1:80")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ok := inNS(t, sb.pid, func() bool {
+				fd := tc.sock()
+				defer unix.Close(fd)
+				_, ok := sb.eng.Connect(fd, tc.dst)
+				return ok
+			})
+			if ok {
+				t.Errorf("the fast path took it")
+			}
+		})
+	}
+	if n := sb.eng.Stats().TCPFast; n != 0 {
+		t.Errorf("%d connections counted as the fast path's", n)
+	}
+}
+
+// TestFastPathRelayDialledDirectly: the relay listener is on the
+// sandbox's own loopback; a connection the sandbox makes to it itself is
+// no flow Connect noted, and is reset with nothing relayed.
+func TestFastPathRelayDialledDirectly(t *testing.T) {
+	sb := newSandboxMode(t, netpolicy.Options{}, viaStack)
+	relay := sb.eng.fast.Load().addr
+	err := inNS(t, sb.pid, func() error {
+		c, err := net.DialTimeout("tcp4", "127.0.0.1:"+strconv.Itoa(relay.Port), 3*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		_, _ = c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+		_, err = c.Read(make([]byte, 1))
+		return err
+	})
+	if !errors.Is(err, unix.ECONNRESET) && !errors.Is(err, io.EOF) {
+		t.Errorf("a connection straight to the relay: %v, want a reset", err)
+	}
+	if st := sb.eng.Stats(); st.TCPAllowed != 0 {
+		t.Errorf("%d connections relayed", st.TCPAllowed)
+	}
+}
+
+// TestFastPathDestinationRefuses: an allowed destination with nothing
+// listening. A blocking connect gets the destination's answer
+// (ECONNREFUSED), as through the stack; a non-blocking one connects and
+// is then reset. Negative control: the same port through the stack is
+// refused at connect.
+func TestFastPathDestinationRefuses(t *testing.T) {
+	closed := netip.MustParseAddrPort("203.0.113.1:9")
+	for _, mode := range dialModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			sb := newSandboxMode(t, netpolicy.Options{}, mode)
+			err := inNS(t, sb.pid, func() error {
+				c, err := sb.dial(closed.String())
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+				_, err = c.Read(make([]byte, 1))
+				return err
+			})
+			want := unix.ECONNREFUSED
+			if mode == viaFastNonblocking {
+				want = unix.ECONNRESET
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("%s: %v, want %v", closed, err, want)
+			}
+		})
+	}
+}
+
+// fileOf wraps fd for net.FileConn (which dups it).
+func fileOf(fd int) *os.File { return os.NewFile(uintptr(fd), "socket") }
