@@ -418,7 +418,17 @@ func splice(c, up net.Conn, upFirst <-chan []byte) {
 // copyBuf is the buffer of each direction of a relayed connection.
 const copyBuf = 64 << 10
 
-// handleUDP runs in the stack's goroutine: it must not block.
+// handleUDP is given each datagram no flow's endpoint took, in the
+// stack's goroutine: it must not block. It returns false for a datagram
+// it refuses, which hands it back to the stack: with no endpoint for it,
+// gVisor's UDP answers ICMP port unreachable (rate limited by the stack,
+// 1000/s in bursts of 50). The sandbox's kernel makes that ECONNREFUSED on
+// a connected socket's next recv or send, so a QUIC client falls back to
+// TCP at once, as an RST makes a TCP client give up, instead of after its
+// handshake timeout. Not "administratively prohibited" (code 13): Linux
+// makes that EHOSTUNREACH, which clients take for a broken path rather
+// than for "not here, use TCP". A refused flow gets no endpoint, so each
+// of its datagrams comes here, and is recorded, once.
 func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
 	id := r.ID()
 	dst, port := addrOf(id.LocalAddress), id.LocalPort
@@ -443,10 +453,14 @@ func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
 	names := e.table.Names(dst)
 	if d := e.pol.Decide(netpolicy.Query{Addr: dst, Port: port, Names: names, UDP: true}); !d.Allow {
 		e.ref.refuse("udp", dstString(dst, port, names), d)
-		return true
+		return false // ICMP port unreachable
 	}
 	if !e.acquire() {
-		return true
+		// Refused as TCP is at this limit (an RST there): a datagram
+		// dropped here would leave the client waiting, and the flows
+		// that hold the slots end only after udpIdle.
+		e.ref.refuse("udp", dstString(dst, port, names), netpolicy.Decision{Reason: "too many flows at once"})
+		return false
 	}
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
