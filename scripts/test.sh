@@ -43,7 +43,7 @@ echo "== go test: end-to-end and run-level tests again on the --strict data path
 ROOTFS_TEST_MODE=strict ROOTFS_TEST_LAYOUT=flat go test -count=1 -p 1 -timeout 30m ./e2e/ ./cmd/...
 
 echo "== go test -race (unit and bridge tests)" >&2
-go test -count=1 -race -short -timeout 15m ./rootset/ ./vfs/ ./mcpbridge/ ./audit/ ./session/ ./instance/
+go test -count=1 -race -short -timeout 15m ./rootset/ ./vfs/ ./mcpbridge/ ./audit/ ./session/ ./instance/ ./netpolicy/... ./internal/seccomp/
 
 fuzztime="${ROOTFS_FUZZTIME:-15s}"
 fuzz() { # package target

@@ -177,6 +177,13 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		s.Close()
 		return nil, fmt.Errorf("netstack link: %v", err)
 	}
+	// The handlers before the NIC: CreateNIC starts the link's reader,
+	// which delivers packets to them at once.
+	fwd := tcp.NewForwarder(s, 0, maxInFlight, e.handleTCP)
+	s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
+	ufwd := udp.NewForwarder(s, e.handleUDP)
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
+	e.nic.stack, e.nic.ep = s, ep
 	if terr := s.CreateNIC(nicID, ep); terr != nil {
 		s.Close()
 		return nil, fmt.Errorf("netstack nic: %v", terr)
@@ -185,11 +192,6 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	s.SetPromiscuousMode(nicID, true)
 	s.SetSpoofing(nicID, true)
 	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
-	e.nic.stack, e.nic.ep = s, ep
-	fwd := tcp.NewForwarder(s, 0, maxInFlight, e.handleTCP)
-	s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
-	ufwd := udp.NewForwarder(s, e.handleUDP)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
 	e.log.Debug("network: engine started", zap.String("gateway", Gateway.String()), zap.String("dns_upstream", e.upstream))
 	return e, nil
 }
