@@ -14,6 +14,18 @@
 // them per file, in a bounded table flushed as one "read" record per file
 // (with its count) every FlushEvery and at Close.
 //
+// # Refused system calls
+//
+// A server that loops on a call the seccomp filter refuses makes one
+// refusal every ~43 µs, which would grow the file by over 4 MB/s. So
+// SyscallRefused folds repeats: a refusal of a kind (the call, the pid
+// and the command) that was not refused in the last FlushEvery is
+// written at once, as any record, for whoever watches the file or asks
+// why; the repeats are counted in a bounded table that the writer
+// flushes like the read counts, as one record per kind with its count,
+// every FlushEvery and at Close. A flood costs one record per kind a
+// second, and Stats counts every call.
+//
 // # Records
 //
 // [Record] has more than fifteen fields on purpose: it is one line of the
@@ -82,9 +94,12 @@ type Record struct {
 	Result  string `json:"result"`
 	// PID is the process's number in the sandbox's PID namespace (as the
 	// server's own ps shows it; the host's under rootfs mount).
-	PID   int    `json:"pid,omitempty"`
-	Comm  string `json:"comm,omitempty"`
-	Count int64  `json:"count,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+	Comm string `json:"comm,omitempty"`
+	// Count is how many: reads of the file (OpRead), records lost
+	// (OpDropped), or refused calls (OpSeccomp: repeats folded into one
+	// record; absent means one).
+	Count int64 `json:"count,omitempty"`
 	// Allow is the flag that would allow what was refused (--root DIR,
 	// --allow-net HOST, ...).
 	Allow string `json:"allow,omitempty"`
@@ -111,11 +126,20 @@ type Options struct {
 	// QueueLen bounds the records waiting to be written; 0 means 4096.
 	QueueLen int
 	// FlushEvery bounds how long a written record waits in the buffer,
-	// and how often read counts are flushed; 0 means one second.
+	// and how often read counts and folded system call refusals are
+	// flushed; 0 means one second. It is also the window of the
+	// folding: a refused call whose kind was refused less than
+	// FlushEvery before is folded, any other is written at once.
 	FlushEvery time.Duration
 	// ReadFiles bounds the files whose reads are counted between
 	// flushes; 0 means 4096. A read of one more flushes the table early.
 	ReadFiles int
+	// SyscallKinds bounds the kinds of refused system call (call, pid,
+	// command) whose repeats are folded; 0 means 1024. A refusal of one
+	// more kind hands the table to the writer, which writes its counts
+	// at once; while the writer has not taken it, calls of kinds not in
+	// the table are written one record each, as any record.
+	SyscallKinds int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -145,6 +169,7 @@ type Log struct {
 	refusals  []Record         // ring of the last RefusalsKept
 	next      int
 	reads     readTables
+	syscalls  syscallTables
 	dropped   int64 // lost and not yet said in the file
 	lostTotal int64 // lost since the start
 	saidDrop  bool
@@ -187,6 +212,34 @@ type readCount struct {
 	inner bool // pid is the sandbox's number (Record.innerPID)
 }
 
+// syscallKey is a kind of refused system call: its repeats are folded.
+type syscallKey struct {
+	name string
+	pid  int
+	comm string
+}
+
+// syscallTables are the kinds refused lately (cur) and a full table the
+// writer has not taken yet (full), as readTables.
+type syscallTables struct {
+	cur, full *syscallTable
+}
+
+// syscallTable holds kinds of refused call, in the order each was first
+// refused, with the calls folded since each kind's last record.
+type syscallTable struct {
+	at    map[syscallKey]int32 // index in kinds
+	kinds []syscallFold
+}
+
+func newSyscallTable() *syscallTable { return &syscallTable{at: map[syscallKey]int32{}} }
+
+type syscallFold struct {
+	syscallKey
+	n    int64     // calls folded since the kind's last record
+	last time.Time // the kind's last call
+}
+
 // New returns a Log that writes to w (nil: nothing) and starts its
 // writer. Close it.
 func New(w io.Writer, o Options) *Log {
@@ -202,11 +255,14 @@ func New(w io.Writer, o Options) *Log {
 	if o.ReadFiles <= 0 {
 		o.ReadFiles = 4096
 	}
+	if o.SyscallKinds <= 0 {
+		o.SyscallKinds = 1024
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	l := &Log{opts: o, w: w, queue: make(chan Record, o.QueueLen), done: make(chan struct{}), wake: make(chan struct{}, 1),
-		counts: map[string]int64{}, reads: readTables{cur: newReadTable()}}
+		counts: map[string]int64{}, reads: readTables{cur: newReadTable()}, syscalls: syscallTables{cur: newSyscallTable()}}
 	go l.run()
 	return l
 }
@@ -234,6 +290,21 @@ func (l *Log) Add(r Record) {
 	if l == nil {
 		return
 	}
+	l.stamp(&r)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	ok := l.addLocked(r)
+	l.mu.Unlock()
+	if !ok {
+		l.drop(1, "queue full")
+	}
+}
+
+// stamp sets r's time, instance and result when they are unset.
+func (l *Log) stamp(r *Record) {
 	if r.Time.IsZero() {
 		r.Time = l.opts.Now()
 	}
@@ -243,11 +314,12 @@ func (l *Log) Add(r Record) {
 	if r.Result == "" {
 		r.Result = ResultOK
 	}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
+}
+
+// addLocked counts r, keeps it among the last refusals if it is one, and
+// queues it; false when the queue was full. l.mu is held and the log is
+// open.
+func (l *Log) addLocked(r Record) bool {
 	key := r.Op
 	if r.Result == ResultRefused {
 		key += "!"
@@ -259,11 +331,7 @@ func (l *Log) Add(r Record) {
 		l.next = (l.next + 1) % RefusalsKept
 	}
 	l.counts[key]++
-	ok := l.enqueueLocked(r)
-	l.mu.Unlock()
-	if !ok {
-		l.drop(1, "queue full")
-	}
+	return l.enqueueLocked(r)
 }
 
 // enqueueLocked queues r for the writer without waiting, and says whether
@@ -423,11 +491,26 @@ func (l *Log) run() {
 			write(r)
 		}
 	}
+	syscalls := func(all bool) {
+		folded := l.takeSyscalls(all)
+		// A kind's first record was queued before any of its repeats
+		// were counted: write what is queued first, so that the count
+		// comes after the record it follows.
+		for len(l.queue) > 0 {
+			if r, ok := <-l.queue; ok {
+				write(r)
+			}
+		}
+		for _, r := range folded {
+			write(r)
+		}
+	}
 	for {
 		select {
 		case r, ok := <-l.queue:
 			if !ok {
 				reads()
+				syscalls(true)
 				flush()
 				return
 			}
@@ -437,9 +520,11 @@ func (l *Log) run() {
 			}
 		case <-l.wake:
 			reads()
+			syscalls(false)
 			flush()
 		case <-tick.C:
 			reads()
+			syscalls(false)
 			flush()
 		}
 	}
@@ -530,9 +615,116 @@ const ReasonSeccomp = "refused by the seccomp filter"
 // refused (and that the filter's listener has already answered): name is
 // the call's, pid the caller's number in the sandbox's PID namespace (0
 // when it could not be told) and comm its command. Like Add, it never
-// blocks.
+// blocks. Stats counts every call; the first of a kind is written (and
+// kept for why) at once, and its repeats within FlushEvery of each other
+// are folded into one record with their count, written by the writer
+// every FlushEvery and at Close (see the package doc). Without a file
+// nothing is folded: each call is counted and kept as Add does.
 func (l *Log) SyscallRefused(name string, pid int, comm string) {
-	l.Add(Record{Op: OpSeccomp, Syscall: name, Result: ResultRefused, PID: pid, Comm: comm, Reason: ReasonSeccomp, innerPID: true})
+	if l == nil {
+		return
+	}
+	r := Record{Op: OpSeccomp, Syscall: name, Result: ResultRefused, PID: pid, Comm: comm, Reason: ReasonSeccomp, innerPID: true}
+	if l.w == nil {
+		l.Add(r)
+		return
+	}
+	l.stamp(&r)
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	if l.foldLocked(syscallKey{name, pid, comm}, r.Time) {
+		l.counts[OpSeccomp+"!"]++
+		l.mu.Unlock()
+		return
+	}
+	ok := l.addLocked(r)
+	l.mu.Unlock()
+	if !ok {
+		l.drop(1, "queue full")
+	}
+}
+
+// foldLocked says whether a refused call of kind k at now is a repeat,
+// and counts it if so; otherwise the caller writes it, and the kind is
+// in the table from now on if there is room. l.mu is held.
+func (l *Log) foldLocked(k syscallKey, now time.Time) bool {
+	t := l.syscalls.cur
+	if i, ok := t.at[k]; ok {
+		f := &t.kinds[i]
+		repeat := now.Sub(f.last) < l.opts.FlushEvery
+		if repeat {
+			f.n++
+		}
+		// Else the kind was quiet for a window and the writer has not
+		// dropped it yet: this call is written, and what was folded
+		// before it still will be.
+		f.last = now
+		return repeat
+	}
+	if len(t.kinds) >= l.opts.SyscallKinds {
+		if l.syscalls.full != nil {
+			// The writer has not taken the last full table: this kind
+			// is not folded (its calls are written one by one, through
+			// the bounded queue), and the table stays bounded.
+			return false
+		}
+		l.syscalls.full, l.syscalls.cur = t, newSyscallTable()
+		t = l.syscalls.cur
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	t.at[k] = int32(len(t.kinds))
+	t.kinds = append(t.kinds, syscallFold{syscallKey: k, last: now})
+	return false
+}
+
+// takeSyscalls returns the refused calls folded since each kind's last
+// record, one record per kind with its count, and empties the full table.
+// It forgets the kinds not refused in the last FlushEvery (their next
+// call is written at once), or all of them when all is set (at Close).
+func (l *Log) takeSyscalls(all bool) []Record {
+	now := l.opts.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Record
+	emit := func(f *syscallFold) {
+		if f.n == 0 {
+			return
+		}
+		r := Record{Time: now, Instance: l.opts.Instance, Op: OpSeccomp, Syscall: f.name, Result: ResultRefused, PID: f.pid, Comm: f.comm,
+			Reason: ReasonSeccomp, innerPID: true}
+		if f.n > 1 {
+			r.Count = f.n
+		}
+		out = append(out, r)
+		f.n = 0
+	}
+	if t := l.syscalls.full; t != nil {
+		for i := range t.kinds {
+			emit(&t.kinds[i])
+		}
+		l.syscalls.full = nil
+	}
+	cur := l.syscalls.cur
+	if len(cur.kinds) == 0 {
+		return out
+	}
+	kept := newSyscallTable()
+	for i := range cur.kinds {
+		f := &cur.kinds[i]
+		emit(f)
+		if !all && now.Sub(f.last) < l.opts.FlushEvery {
+			kept.at[f.syscallKey] = int32(len(kept.kinds))
+			kept.kinds = append(kept.kinds, *f)
+		}
+	}
+	l.syscalls.cur = kept
+	return out
 }
 
 // Lost counts n records that a feeder dropped before they reached the log

@@ -31,6 +31,8 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 			PID: 42, Comm: "sh", Count: 7, Allow: "--root /x", Reason: "why", Old: []string{"/a", "/b"}, New: []string{}, Source: "client"},
 		{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Op: OpRoots, Result: ResultRefused, PID: -3, Count: -1, New: []string{"/c"}},
 		{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), Op: OpRead},
+		// Folded seccomp refusals: the count after the command.
+		{Time: now, Instance: "5ecc0b1d", Op: OpSeccomp, Syscall: "unshare", Result: ResultRefused, PID: 2, Comm: "node", Count: 23255, Reason: ReasonSeccomp},
 	}
 	for _, s := range odd {
 		recs = append(recs, Record{Time: now, Instance: s, Op: s, Path: s, Host: s, Dest: s, Syscall: s, Result: s, Comm: s, Allow: s, Reason: s,
