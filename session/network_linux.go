@@ -87,6 +87,6 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 		fast.eng.Store(nil)
 		st := eng.Stats()
 		eng.Close()
-		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("tcp_fast", st.TCPFast), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
+		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("tcp_fast", st.TCPFast), zap.Int64("tcp_direct", st.TCPDirect), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
 	}, nil
 }

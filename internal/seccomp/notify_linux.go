@@ -24,6 +24,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -371,4 +372,54 @@ func process(tid int) (int, string) {
 		return 0, ""
 	}
 	return st.NStgid[len(st.NStgid)-1], st.Name
+}
+
+// seccompNotifAddfd is struct seccomp_notif_addfd.
+type seccompNotifAddfd struct {
+	ID         uint64
+	Flags      uint32
+	SrcFD      uint32
+	NewFD      uint32
+	NewFDFlags uint32
+}
+
+// InstallFD puts src, a descriptor of this process, into the caller's
+// table at target, in place of what was there (SECCOMP_IOCTL_NOTIF_ADDFD
+// with SETFD, Linux 5.14: as dup2 would, atomically), close-on-exec when
+// cloexec. The call is then still to be answered.
+func (c *Call) InstallFD(src, target int, cloexec bool) error {
+	a := seccompNotifAddfd{ID: c.ID, Flags: unix.SECCOMP_ADDFD_FLAG_SETFD, SrcFD: uint32(src), NewFD: uint32(target)}
+	if cloexec {
+		a.NewFDFlags = unix.O_CLOEXEC
+	}
+	r, _, e := unix.Syscall(unix.SYS_IOCTL, c.listener, unix.SECCOMP_IOCTL_NOTIF_ADDFD, uintptr(unsafe.Pointer(&a)))
+	if e != 0 {
+		return os.NewSyscallError("ioctl(SECCOMP_IOCTL_NOTIF_ADDFD)", e)
+	}
+	if int(r) != target {
+		return errors.New("seccomp: the descriptor went elsewhere")
+	}
+	return nil
+}
+
+// CloseOnExec says whether the caller's descriptor fd is close-on-exec
+// (/proc/TID/fdinfo/FD's flags), and checks that the caller still waits.
+func (c *Call) CloseOnExec(fd int) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.TID) + "/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return false, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "flags:"); ok {
+			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			if err != nil {
+				return false, err
+			}
+			if !c.Valid() {
+				return false, errors.New("seccomp: the caller stopped waiting")
+			}
+			return f&unix.O_CLOEXEC != 0, nil
+		}
+	}
+	return false, errors.New("seccomp: no flags in fdinfo")
 }

@@ -72,8 +72,9 @@ type Options struct {
 type Stats struct {
 	TCPAllowed, UDPAllowed, DNSAnswered, Refused, Local int64
 	// TCPFast are the TCPAllowed connections that took the fast path
-	// (Connect).
-	TCPFast int64
+	// (Connect); TCPDirect those of them rootfs made itself, handing the
+	// sandbox the socket.
+	TCPFast, TCPDirect int64
 }
 
 // Engine is the userspace network of one sandbox. Close stops it; it may
@@ -96,6 +97,9 @@ type Engine struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	fast      atomic.Pointer[fastPath] // ServeRelay's
+	// handedOut: the sandbox may hold sockets of rootfs's namespace (the
+	// fast path's direct connections).
+	handedOut atomic.Bool
 
 	n counters
 }
@@ -110,7 +114,7 @@ type nic struct {
 
 // counters are what Stats reports.
 type counters struct {
-	tcpAllowed, udpAllowed, dnsAnswered, local, tcpFast atomic.Int64
+	tcpAllowed, udpAllowed, dnsAnswered, local, tcpFast, tcpDirect atomic.Int64
 }
 
 const nicID = 1
@@ -233,7 +237,7 @@ const closeWait = 2 * time.Second
 // Stats returns the counters so far.
 func (e *Engine) Stats() Stats {
 	return Stats{TCPAllowed: e.n.tcpAllowed.Load(), UDPAllowed: e.n.udpAllowed.Load(), DNSAnswered: e.n.dnsAnswered.Load(),
-		Refused: e.ref.total.Load(), Local: e.n.local.Load(), TCPFast: e.n.tcpFast.Load()}
+		Refused: e.ref.total.Load(), Local: e.n.local.Load(), TCPFast: e.n.tcpFast.Load(), TCPDirect: e.n.tcpDirect.Load()}
 }
 
 func (e *Engine) acquire() bool {

@@ -55,8 +55,11 @@ func TestFastPathRefusesAForeignSocket(t *testing.T) {
 		go serveLine(l, "host service at the relay's port")
 		fd := socket4(t)
 		defer unix.Close(fd)
-		errno, ok := sb.eng.Connect(fd, worldHTTP)
-		r := got{ok: ok, errno: errno}
+		cr := sb.eng.Connect(fd, worldHTTP)
+		if cr.Install >= 0 {
+			unix.Close(cr.Install)
+		}
+		r := got{ok: cr.Taken, errno: cr.Errno}
 		// The control: what Connect would have done with it.
 		if err := unix.Connect(fd, &relay); err == nil {
 			c, err := net.FileConn(fileOf(fd))
@@ -119,8 +122,7 @@ func TestFastPathDeclines(t *testing.T) {
 			ok := inNS(t, sb.pid, func() bool {
 				fd := tc.sock()
 				defer unix.Close(fd)
-				_, ok := sb.eng.Connect(fd, tc.dst)
-				return ok
+				return sb.eng.Connect(fd, tc.dst).Taken
 			})
 			if ok {
 				t.Errorf("the fast path took it")
@@ -158,35 +160,77 @@ func TestFastPathRelayDialledDirectly(t *testing.T) {
 }
 
 // TestFastPathDestinationRefuses: an allowed destination with nothing
-// listening. A blocking connect gets the destination's answer
-// (ECONNREFUSED), as through the stack; a non-blocking one connects and
-// is then reset. Negative control: the same port through the stack is
-// refused at connect.
+// listening. A direct connection (no rule names a host) gets the
+// destination's answer (ECONNREFUSED) as on the host; through the relay
+// (a name rule) a blocking connect gets it too, and a non-blocking one
+// connects and is then reset. The stack's path, the reference, refuses
+// at connect.
 func TestFastPathDestinationRefuses(t *testing.T) {
 	closed := netip.MustParseAddrPort("203.0.113.1:9")
-	for _, mode := range dialModes {
-		t.Run(mode.String(), func(t *testing.T) {
-			sb := newSandboxMode(t, netpolicy.Options{}, mode)
-			err := inNS(t, sb.pid, func() error {
-				c, err := sb.dial(closed.String())
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-				_, err = c.Read(make([]byte, 1))
-				return err
+	for _, tc := range []struct {
+		name string
+		o    netpolicy.Options
+	}{{"direct", netpolicy.Options{}}, {"relay", netpolicy.Options{Deny: []string{"www.internet.test"}}}} {
+		for _, mode := range dialModes {
+			t.Run(tc.name+"/"+mode.String(), func(t *testing.T) {
+				testDestinationRefuses(t, newSandboxMode(t, tc.o, mode), closed, tc.name == "relay" && mode == viaFastNonblocking)
 			})
-			want := unix.ECONNREFUSED
-			if mode == viaFastNonblocking {
-				want = unix.ECONNRESET
-			}
-			if !errors.Is(err, want) {
-				t.Errorf("%s: %v, want %v", closed, err, want)
-			}
-		})
+		}
+	}
+}
+
+func testDestinationRefuses(t *testing.T, sb *sandbox, closed netip.AddrPort, reset bool) {
+	err := inNS(t, sb.pid, func() error {
+		c, err := sb.dial(closed.String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		_, err = c.Read(make([]byte, 1))
+		return err
+	})
+	want := unix.ECONNREFUSED
+	if reset {
+		want = unix.ECONNRESET
+	}
+	if !errors.Is(err, want) {
+		t.Errorf("%s: %v, want %v", closed, err, want)
 	}
 }
 
 // fileOf wraps fd for net.FileConn (which dups it).
 func fileOf(fd int) *os.File { return os.NewFile(uintptr(fd), "socket") }
+
+// TestFastPathHeldSockets: a direct connection hands the sandbox a socket
+// of rootfs's namespace; under the sandbox's real filter (a child process
+// in the sandbox's namespace, its connect(2)s answered by
+// Engine.SeccompConnect as P1 answers them) no way of pointing that
+// socket elsewhere works: disconnecting it (connect AF_UNSPEC) and
+// connecting it again are refused, listen finds it connected, and a TCP
+// Fast Open sendto to the LAN sends on the connection it has (its peer
+// is still the destination's). The connection itself is the
+// destination's (the peer is 203.0.113.1:80, not the relay). Negative control: the same
+// steps on a socket of the host's namespace without the filter reach
+// the LAN.
+func TestFastPathHeldSockets(t *testing.T) {
+	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
+	want := map[string]string{
+		"dial": "ok", "peer": "203.0.113.1:80", "disconnect": "EPERM", "reconnect to the lan": "EPERM",
+		"listen": "EINVAL", "peer at the end": "203.0.113.1:80", "new socket to the lan": "ECONNREFUSED",
+	}
+	got := runClient(t, sb, "reuse", "203.0.113.1:80", 1, nil).Steps
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("in the sandbox, %s: %s, want %s", k, got[k], w)
+		}
+	}
+	if n := sb.eng.Stats().TCPDirect; n != 1 {
+		t.Errorf("%d direct connections, want 1", n)
+	}
+	control := runClient(t, nil, "reuse", "203.0.113.1:80", 1, nil).Steps
+	if control["disconnect"] != "ok" || control["reconnect to the lan"] != "ok" {
+		t.Errorf("negative control: on the host, disconnect %s and reconnect to the lan %s; want both ok",
+			control["disconnect"], control["reconnect to the lan"])
+	}
+}

@@ -1,0 +1,372 @@
+package netstack
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rootfs-dev/rootfs/internal/seccomp"
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// The fast path's benchmarks run the client as rootfs's server runs: a
+// process of its own in the sandbox's namespace (nsenter), under a
+// seccomp filter that refers connect(2) to a listener this process reads
+// with the engine's SeccompConnect, as P1 does. The child times its own
+// work and prints it; "host" runs the same child in the host's namespace
+// without a filter, so both sides pay the same process and runtime.
+const (
+	envClient  = "ROOTFS_NETTEST_CLIENT" // the child's workload: connect, download, upload, concurrent
+	envAddr    = "ROOTFS_NETTEST_ADDR"
+	envN       = "ROOTFS_NETTEST_N"
+	envFilter  = "ROOTFS_NETTEST_FILTER" // 1: load the connect filter, send its listener on fd 3
+	benchBytes = 1 << 30
+)
+
+// clientResult is what the child prints.
+type clientResult struct {
+	Lat     []time.Duration `json:"lat,omitempty"` // connect + first byte, each
+	Elapsed time.Duration   `json:"elapsed"`
+	Err     string          `json:"err,omitempty"`
+	// Steps are the "reuse" workload's results, by step.
+	Steps map[string]string `json:"steps,omitempty"`
+}
+
+// clientMain is the child: it never returns.
+func clientMain() {
+	var r clientResult
+	err := func() error {
+		if os.Getenv(envFilter) == "1" {
+			lf, err := seccomp.InstallNotify(seccomp.Notify{Connect: true})
+			if err != nil {
+				return err
+			}
+			if err := unix.Sendmsg(3, []byte("x"), unix.UnixRights(int(lf.Fd())), nil, 0); err != nil {
+				return err
+			}
+			lf.Close()
+			unix.Close(3)
+		}
+		addr := os.Getenv(envAddr)
+		n, _ := strconv.Atoi(os.Getenv(envN))
+		start := time.Now()
+		defer func() { r.Elapsed = time.Since(start) }()
+		switch os.Getenv(envClient) {
+		case "connect":
+			for range n {
+				t0 := time.Now()
+				if err := connectOnce(addr); err != nil {
+					return err
+				}
+				r.Lat = append(r.Lat, time.Since(t0))
+			}
+		case "download":
+			for range n {
+				c, err := net.Dial("tcp4", addr)
+				if err != nil {
+					return err
+				}
+				_, err = io.CopyN(io.Discard, c, benchBytes)
+				c.Close()
+				if err != nil {
+					return err
+				}
+			}
+		case "upload":
+			for range n {
+				if err := upload(addr, benchBytes); err != nil {
+					return err
+				}
+			}
+		case "reuse":
+			r.Steps = reuse(addr)
+		case "concurrent":
+			var conns []net.Conn
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			for range n {
+				c, err := net.Dial("tcp4", addr)
+				if err != nil {
+					return fmt.Errorf("connection %d of %d: %w", len(conns)+1, n, err)
+				}
+				conns = append(conns, c)
+			}
+			var wg sync.WaitGroup
+			for _, c := range conns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _ = io.CopyN(io.Discard, c, 1<<20)
+				}()
+			}
+			wg.Wait()
+			// All open and read: the parent measures, then lets go.
+			fmt.Println("open")
+			_, _ = os.Stdin.Read(make([]byte, 1))
+		}
+		return nil
+	}()
+	if err != nil {
+		r.Err = err.Error()
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+	os.Exit(0)
+}
+
+// reuse connects to addr, then tries to point the same socket elsewhere
+// (lanHTTP, the host's private side) every way a socket can be: what
+// a server would do with a socket of rootfs's namespace (a direct
+// connection's) to get past the policy.
+func reuse(addr string) map[string]string {
+	steps := map[string]string{}
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		steps["dial"] = err.Error()
+		return steps
+	}
+	defer c.Close()
+	steps["dial"] = "ok"
+	raw, _ := c.(*net.TCPConn).SyscallConn()
+	lan := &unix.SockaddrInet4{Port: 80, Addr: [4]byte{192, 168, 77, 1}}
+	_ = raw.Control(func(fd uintptr) {
+		peer := func() string {
+			sa, err := unix.Getpeername(int(fd))
+			if err != nil {
+				return errName(err)
+			}
+			in4 := sa.(*unix.SockaddrInet4)
+			return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)).String()
+		}
+		steps["peer"] = peer()
+		unspec := unix.RawSockaddrAny{}
+		unspec.Addr.Family = unix.AF_UNSPEC
+		_, _, e := unix.Syscall(unix.SYS_CONNECT, fd, uintptr(unsafe.Pointer(&unspec)), unix.SizeofSockaddrAny)
+		steps["disconnect"] = errName(e)
+		unix.SetNonblock(int(fd), false)
+		steps["reconnect to the lan"] = errName(unix.Connect(int(fd), lan))
+		steps["listen"] = errName(unix.Listen(int(fd), 1))
+		steps["fastopen to the lan"] = errName(unix.Sendto(int(fd), []byte("x"), unix.MSG_FASTOPEN, lan))
+		steps["peer at the end"] = peer()
+	})
+	fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	steps["new socket to the lan"] = errName(unix.Connect(fd, lan))
+	unix.Close(fd)
+	return steps
+}
+
+func errName(err error) string {
+	var en syscall.Errno
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &en) && en == 0:
+		return "ok"
+	case errors.As(err, &en):
+		return unix.ErrnoName(en)
+	}
+	return err.Error()
+}
+
+// upload writes size bytes to addr and waits for the world's close after
+// it has read them all.
+func upload(addr string, size int) error {
+	conn, err := net.Dial("tcp4", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	buf := make([]byte, 256<<10)
+	for left := size; left > 0; left -= len(buf) {
+		if _, err := conn.Write(buf[:min(len(buf), left)]); err != nil {
+			return err
+		}
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		return err
+	}
+	if n, err := conn.Read(buf[:1]); n != 0 || err != io.EOF {
+		return fmt.Errorf("world's close: %d bytes, %v", n, err)
+	}
+	return nil
+}
+
+// runClient runs the child with workload on addr n times: from the host's
+// namespace when sb is nil, else from sb's under the connect filter,
+// answered by sb's engine. During, when not nil, is called once the
+// child says its connections are open.
+func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during func()) clientResult {
+	b.Helper()
+	var cmd *exec.Cmd
+	env := append(os.Environ(), envClient+"="+workload, envAddr+"="+addr, envN+"="+strconv.Itoa(n))
+	var parentSock *os.File
+	if sb == nil {
+		cmd = exec.Command(os.Args[0], "-test.run=^$")
+	} else {
+		cmd = exec.Command("nsenter", "--net="+nsPath(sb.pid), os.Args[0], "-test.run=^$")
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		parentSock = os.NewFile(uintptr(fds[0]), "parent")
+		defer parentSock.Close()
+		child := os.NewFile(uintptr(fds[1]), "child")
+		defer child.Close()
+		cmd.ExtraFiles = []*os.File{child}
+		env = append(env, envFilter+"=1")
+	}
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	if parentSock != nil {
+		oob := make([]byte, unix.CmsgSpace(4))
+		_, oobn, _, _, err := unix.Recvmsg(int(parentSock.Fd()), make([]byte, 8), oob, unix.MSG_CMSG_CLOEXEC)
+		if err != nil {
+			cmd.Process.Kill()
+			b.Fatalf("no listener from the client: %v", err)
+		}
+		msgs, _ := unix.ParseSocketControlMessage(oob[:oobn])
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 1 {
+			cmd.Process.Kill()
+			b.Fatalf("no listener from the client: %v", err)
+		}
+		l, err := seccomp.Listen(os.NewFile(uintptr(fds[0]), "listener"), seccomp.ListenOptions{Connect: sb.eng.SeccompConnect})
+		if err != nil {
+			cmd.Process.Kill()
+			b.Fatal(err)
+		}
+		defer l.Close()
+	}
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	if err == nil && line == "open\n" {
+		if during != nil {
+			during()
+		}
+		stdin.Write([]byte{1})
+		line, err = out.ReadString('\n')
+	}
+	var r clientResult
+	if jerr := json.Unmarshal([]byte(line), &r); jerr != nil {
+		b.Fatalf("client said %q (%v): %v", line, err, jerr)
+	}
+	if r.Err != "" {
+		b.Fatalf("client: %s", r.Err)
+	}
+	return r
+}
+
+// BenchmarkFast: the fast path against the host's namespace, each op one
+// child doing the work b.N times over: "direct" under the default policy
+// (no rule names a host: rootfs connects and hands the sandbox the
+// socket), "relay" under one with a name rule (the relay reads the
+// server name, then splices).
+func BenchmarkFast(b *testing.B) {
+	sb := setupBench(b)
+	relay := newSandbox(b, netpolicy.Options{Deny: []string{"denied.internet.test"}})
+	for _, c := range []struct {
+		name string
+		sb   *sandbox
+	}{{"host", nil}, {"direct", sb}, {"relay", relay}} {
+		b.Run("Connect/"+c.name, func(b *testing.B) {
+			before := fastCount(c.sb)
+			r := runClient(b, c.sb, "connect", "203.0.113.1:7000", b.N, nil)
+			lat := r.Lat
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+			checkFast(b, c.sb, before, b.N)
+		})
+		b.Run("Download/"+c.name, func(b *testing.B) {
+			before := fastCount(c.sb)
+			r := runClient(b, c.sb, "download", "203.0.113.1:7001", b.N, nil)
+			b.ReportMetric(float64(benchBytes)*float64(b.N)/r.Elapsed.Seconds()/1e6, "MB/s")
+			checkFast(b, c.sb, before, b.N)
+		})
+		b.Run("Upload/"+c.name, func(b *testing.B) {
+			before := fastCount(c.sb)
+			r := runClient(b, c.sb, "upload", "203.0.113.1:7002", b.N, nil)
+			b.ReportMetric(float64(benchBytes)*float64(b.N)/r.Elapsed.Seconds()/1e6, "MB/s")
+			checkFast(b, c.sb, before, b.N)
+		})
+	}
+	for _, c := range []struct {
+		name string
+		sb   *sandbox
+	}{{"direct", sb}, {"relay", relay}} {
+		b.Run("Concurrent200/"+c.name, func(b *testing.B) {
+			concurrent200(b, c.sb)
+		})
+	}
+}
+
+// concurrent200 opens 200 connections from a child in sb and reads 1 MiB
+// on each; it reports the heap and goroutines this process (the engine)
+// holds with them open, and the child's time.
+func concurrent200(b *testing.B, sb *sandbox) {
+	{
+		for range b.N {
+			var before, during runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			var goroutines int
+			r := runClient(b, sb, "concurrent", "203.0.113.1:7001", 200, func() {
+				runtime.ReadMemStats(&during)
+				goroutines = runtime.NumGoroutine()
+			})
+			b.ReportMetric(float64(during.HeapInuse-before.HeapInuse)/(1<<20), "heap-MiB")
+			b.ReportMetric(float64(goroutines), "goroutines")
+			b.ReportMetric(r.Elapsed.Seconds(), "s")
+		}
+	}
+}
+
+// fastCount is sb's fast path count so far (0 for the host).
+func fastCount(sb *sandbox) int64 {
+	if sb == nil {
+		return 0
+	}
+	return sb.eng.Stats().TCPFast
+}
+
+// checkFast fails the benchmark when sb's engine did not carry n
+// connections on the fast path since before.
+func checkFast(b *testing.B, sb *sandbox, before int64, n int) {
+	if sb == nil {
+		return
+	}
+	if got := sb.eng.Stats().TCPFast - before; got != int64(n) {
+		b.Fatalf("%d of %d connections took the fast path", got, n)
+	}
+}
