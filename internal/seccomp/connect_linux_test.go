@@ -58,10 +58,26 @@ func connectChild() {
 	}
 	_, _, e := unix.Syscall(unix.SYS_UNSHARE, unix.CLONE_NEWUSER, 0, 0)
 	rep.Errs["unshare"] = errName(errno(e))
+	ipOptions(rep.Errs)
 	_, lerr := outerListener()
 	rep.Errs["listener"] = errName(lerr)
 	json.NewEncoder(os.Stdout).Encode(rep)
 	os.Exit(0)
+}
+
+// ipOptions sets a loose source route and a TOS on a fresh TCP socket
+// and records what each returned.
+func ipOptions(errs map[string]string) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		errs["ip_options"] = err.Error()
+		return
+	}
+	defer unix.Close(fd)
+	// LSRR via 192.168.77.1: type 131, length 7, pointer 4, one address.
+	lsrr := string([]byte{131, 7, 4, 192, 168, 77, 1, 0})
+	errs["ip_options"] = errName(unix.SetsockoptString(fd, unix.IPPROTO_IP, unix.IP_OPTIONS, lsrr))
+	errs["ip_tos"] = errName(unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TOS, 0x10))
 }
 
 // TestNotifyConnect: under InstallNotify(Notify{Connect: true}) every
@@ -72,7 +88,10 @@ func connectChild() {
 // listener chose. Refusals stay plain EPERM returns (not referred), and
 // the server still gets no listener of its own. Negative control: with
 // Connect nil the listener lets every call run, so all three connect to
-// where the caller asked.
+// where the caller asked. With Connect the server may hold sockets of
+// rootfs's namespace, so IP options (a source route through the host's
+// private side) are refused and IP_TOS is not; Program's filter allows
+// both (TestNotifyRefusedCallReported).
 func TestNotifyConnect(t *testing.T) {
 	target, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -139,7 +158,8 @@ func TestNotifyConnect(t *testing.T) {
 			if err := json.Unmarshal([]byte(c.out.String()), &rep); err != nil {
 				t.Fatalf("child output %q: %v", c.out.String(), err)
 			}
-			want := map[string]string{"run": "ok", "refuse": "EHOSTUNREACH", "carry": "ok", "unshare": "EPERM", "listener": "EBUSY"}
+			want := map[string]string{"run": "ok", "refuse": "EHOSTUNREACH", "carry": "ok", "unshare": "EPERM", "listener": "EBUSY",
+				"ip_options": "EPERM", "ip_tos": "ok"}
 			wantPeer := tport
 			if !handled {
 				want["refuse"] = "ok"

@@ -216,6 +216,22 @@ func program(n Notify, guard bool) ([]bpf.RawInstruction, error) {
 			ret(unix.EPROTONOSUPPORT),
 		)
 	}
+	// With Connect, the server may hold sockets of rootfs's namespace (the
+	// network's direct connections): no IP options on any socket, whose
+	// source route would send its packets through a first hop of the
+	// host's private side (the kernel lets anyone set them).
+	if nr, ok := info.SyscallNames["setsockopt"]; ok && n.Connect {
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: offNr, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr | info.SeccompMask), SkipTrue: 6},
+			bpf.LoadAbsolute{Off: offArgLo(1), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_IP, SkipTrue: 4},
+			bpf.LoadAbsolute{Off: offArgLo(2), Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IP_OPTIONS, SkipTrue: 1},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IP_RETOPTS, SkipTrue: 1},
+			refuse(unix.EPERM, notify),
+		)
+	}
 	prog = append(prog, lib...)
 	return bpf.Assemble(prog)
 }
