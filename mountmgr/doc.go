@@ -33,8 +33,10 @@
 //	 |  clone(NEWNS|NEWPID|NEWIPC|NEWUTS [+NEWNET: Spec.Net or NoNetwork]), setsid, Pdeathsig=KILL,
 //	 |  cwd "/", binary /proc/self/exe (never on the mount: go-fuse's exec deadlock)
 //	 |  env ROOTFS_STAGE=init ROOTFS_SPEC_FD=3 ROOTFS_SYNC_FD=4 [ROOTFS_NET_FD=5: Spec.Net,
-//	 |  P2 sends its TUN device and localhost listeners back over it, net_linux.go]
-//	 |  [ROOTFS_AUDIT_FD=N,M: ServerOptions.AuditGroup; ROOTFS_SECCOMP_FD=N: ServerOptions.SyscallRefused]
+//	 |  P2 sends its TUN device, the fast path's relay and localhost listeners back over it,
+//	 |  net_linux.go] [ROOTFS_AUDIT_FD=N,M: ServerOptions.AuditGroup]
+//	 |  [ROOTFS_SECCOMP_FD=N ROOTFS_SECCOMP_NOTIFY=refusals,sockets: ServerOptions.SyscallRefused,
+//	 |  .Sockets with Spec.Net]
 //	 |  fd 0/1: pipes to P1 (Server.Stdin/Stdout), fd 2: P1's stderr
 //	 |
 //	 |   P1 ---- spec JSON (fd 3) ---------------------------------> P2
@@ -53,7 +55,8 @@
 //	 |                             abstract unix sockets, signals; unix sockets in the roots,
 //	 |                             landlock_linux.go); seccomp (TSYNC; with ROOTFS_SECCOMP_FD, with a
 //	 |                             listener sent to P1, which answers its EPERM refusals and
-//	 |                             reports them: seccompnotify_linux.go)
+//	 |                             reports them, and carries out its connect(2)s when the
+//	 |                             sandbox has its TUN: seccompnotify_linux.go)
 //	 |  fork+exec from the same locked thread, setsid, Pdeathsig=KILL
 //	 v
 //	P3 the wrapped server          inherits the filter, the empty capability sets and

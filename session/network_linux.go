@@ -13,7 +13,7 @@ import (
 	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
 )
 
-// connector hands the sandbox's connect(2)s (ServerOptions.Connect) to
+// connector hands the sandbox's connect(2)s (ServerOptions.Sockets) to
 // the engine's fast path once it runs; until then, and without it, they
 // run as made, and meet the engine's stack.
 type connector struct {
@@ -22,7 +22,7 @@ type connector struct {
 
 func (c *connector) connect(call *seccomp.Call) seccomp.Answer {
 	if e := c.eng.Load(); e != nil {
-		return e.SeccompConnect(call)
+		return e.SeccompSocket(call)
 	}
 	return seccomp.Answer{Continue: true}
 }

@@ -8,7 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,14 +22,14 @@ type connectReport struct {
 	Peer int `json:"peer"`
 }
 
-// connectChild loads InstallNotify(Notify{Connect: true})'s filter, sends
+// connectChild loads InstallNotify(Notify{Sockets: true})'s filter, sends
 // the listener, waits for the gate, then connects three TCP sockets to
 // 127.0.0.1 at the ports in ROOTFS_SECCOMP_PORTS (run, refuse, carry),
 // makes a refused call and asks for a listener of its own, and prints
 // what each returned.
 func connectChild() {
 	sock, gate := 3, os.NewFile(4, "gate")
-	lf, err := InstallNotify(Notify{Connect: true})
+	lf, err := InstallNotify(Notify{Sockets: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "install:", err)
 		os.Exit(3)
@@ -61,6 +63,14 @@ func connectChild() {
 	ipOptions(rep.Errs)
 	_, lerr := outerListener()
 	rep.Errs["listener"] = errName(lerr)
+	// A referred ioctl (SIOCGIFCONF) and one that is not (SIOCINQ).
+	fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	var ifc [16]byte
+	_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCGIFCONF, uintptr(unsafe.Pointer(&ifc[0])))
+	rep.Errs["ifconf"] = errName(errno(e))
+	_, ierr := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	rep.Errs["siocinq"] = errName(ierr)
+	unix.Close(fd)
 	json.NewEncoder(os.Stdout).Encode(rep)
 	os.Exit(0)
 }
@@ -80,7 +90,7 @@ func ipOptions(errs map[string]string) {
 	errs["ip_tos"] = errName(unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TOS, 0x10))
 }
 
-// TestNotifyConnect: under InstallNotify(Notify{Connect: true}) every
+// TestNotifyConnect: under InstallNotify(Notify{Sockets: true}) every
 // connect(2) waits for the listener, which can let it run (Continue),
 // refuse it with an errno, or carry it out itself on a copy of the
 // caller's socket (Call.FD) after reading its address once
@@ -118,8 +128,17 @@ func TestNotifyConnect(t *testing.T) {
 			}
 			var o ListenOptions
 			asked := make(chan int, 3)
+			var ioctls atomic.Int32
 			if handled {
-				o.Connect = func(call *Call) Answer {
+				o.Sockets = func(call *Call) Answer {
+					if !call.IsConnect() {
+						if SocketIoctl(call.Args[1]) && call.Args[1] == unix.SIOCGIFCONF {
+							ioctls.Add(1)
+							return Answer{Errno: unix.EACCES}
+						}
+						t.Errorf("an ioctl %#x was referred", call.Args[1])
+						return Answer{Continue: true}
+					}
 					var sa [unix.SizeofSockaddrInet4]byte
 					if err := call.ReadMem(call.Args[1], sa[:]); err != nil {
 						t.Errorf("ReadMem: %v", err)
@@ -159,10 +178,11 @@ func TestNotifyConnect(t *testing.T) {
 				t.Fatalf("child output %q: %v", c.out.String(), err)
 			}
 			want := map[string]string{"run": "ok", "refuse": "EHOSTUNREACH", "carry": "ok", "unshare": "EPERM", "listener": "EBUSY",
-				"ip_options": "EPERM", "ip_tos": "ok"}
+				"ip_options": "EPERM", "ip_tos": "ok", "ifconf": "EACCES", "siocinq": "ok"}
 			wantPeer := tport
 			if !handled {
 				want["refuse"] = "ok"
+				want["ifconf"] = "ok"
 				wantPeer = other[1]
 			}
 			for k, w := range want {
@@ -178,8 +198,8 @@ func TestNotifyConnect(t *testing.T) {
 			for range asked {
 				n++
 			}
-			if handled && n != 3 {
-				t.Errorf("the handler saw %d connects, want 3", n)
+			if handled && (n != 3 || ioctls.Load() != 1) {
+				t.Errorf("the handler saw %d connects and %d ioctls, want 3 and 1", n, ioctls.Load())
 			}
 			if l.Answered() != 0 {
 				t.Errorf("%d refusals answered; a connect-only filter refers none", l.Answered())

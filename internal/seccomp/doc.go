@@ -37,4 +37,22 @@
 // socket rules stay plain returns: they are probes that libc and libuv
 // make on every thread start or event loop, fall back from, and that
 // would cost each a round trip to report nothing a reader needs.
+//
+// # Connect
+//
+// With Notify.Sockets the filter also refers every connect(2), and the
+// ioctls that read a network namespace's devices (SocketIoctl), to the
+// listener (ListenOptions.Sockets), which is the network's fast path
+// (netpolicy/netstack): the listener reads the address once
+// (Call.ReadMem), takes a copy of the socket (Call.FD), and either
+// carries the call out itself, possibly putting a socket of its own in
+// the caller's descriptor's place (Call.InstallFD), or lets it run as
+// made (Answer.Continue), where the network's stack judges it: letting a
+// connect run is safe because the fast path is not the boundary. The
+// filter is loaded with WAIT_KILLABLE_RECV (Linux 5.19; without it, no
+// Connect), so a call the listener has taken is not restarted by a
+// signal after it was carried out. Since the server may then hold
+// sockets of rootfs's namespace, the filter also refuses IP options
+// (setsockopt IPPROTO_IP IP_OPTIONS, IP_RETOPTS: a source route) with
+// EPERM.
 package seccomp

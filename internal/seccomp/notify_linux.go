@@ -67,11 +67,12 @@ type ListenOptions struct {
 	// Queue bounds the refusals answered and not yet reported; 0 means
 	// 1024.
 	Queue int
-	// Connect, when set, answers the connect(2) calls of a filter made
-	// with Notify.Connect, each from a goroutine of its own while the
-	// caller waits (at most maxConnects at once; beyond that, and when
-	// Connect is nil, the call is let run: Answer.Continue).
-	Connect func(*Call) Answer
+	// Sockets, when set, answers the calls a filter made with
+	// Notify.Sockets refers (connect(2), and the ioctls SocketIoctl
+	// names), each from a goroutine of its own while the caller waits (at
+	// most maxConnects at once; beyond that, and when Sockets is nil, the
+	// call is let run: Answer.Continue).
+	Sockets func(*Call) Answer
 }
 
 // maxConnects bounds the connect(2) calls being answered at once.
@@ -274,8 +275,8 @@ func (l *Listener) answer(size int) {
 			return
 		}
 		n := (*seccompNotif)(unsafe.Pointer(&buf[0]))
-		if connectNr >= 0 && n.Data.Nr == connectNr {
-			l.connect(n)
+		if n.Data.Nr == connectNr || n.Data.Nr == ioctlNr {
+			l.socketCall(n)
 			continue
 		}
 		q := notice{nr: n.Data.Nr, tid: int(n.Pid)}
@@ -302,11 +303,12 @@ func (l *Listener) answer(size int) {
 	}
 }
 
-// connect answers a connect(2) with opts.Connect, from a goroutine of
-// its own; when there is none, or too many wait already, the call runs.
-func (l *Listener) connect(n *seccompNotif) {
-	c := &Call{listener: l.f.Fd(), ID: n.ID, TID: int(n.Pid), Args: n.Data.Args}
-	if l.opts.Connect == nil || c.TID <= 0 {
+// socketCall answers a connect(2) or a socket ioctl with opts.Sockets,
+// from a goroutine of its own; when there is none, or too many wait
+// already, the call runs.
+func (l *Listener) socketCall(n *seccompNotif) {
+	c := &Call{listener: l.f.Fd(), ID: n.ID, Nr: int(n.Data.Nr), TID: int(n.Pid), Args: n.Data.Args}
+	if l.opts.Sockets == nil || c.TID <= 0 {
 		l.send(c.ID, Answer{Continue: true})
 		return
 	}
@@ -320,21 +322,28 @@ func (l *Listener) connect(n *seccompNotif) {
 	go func() {
 		defer l.cw.Done()
 		defer func() { <-l.connects }()
-		l.send(c.ID, l.opts.Connect(c))
+		l.send(c.ID, l.opts.Sockets(c))
 	}()
 }
 
-// connectNr is connect(2)'s number here, -1 where the table lacks it.
-var connectNr = func() int32 {
+// connectNr and ioctlNr are the calls' numbers here, -1 where the table
+// lacks them.
+var connectNr, ioctlNr = syscallNr("connect"), syscallNr("ioctl")
+
+func syscallNr(name string) int32 {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return -1
 	}
-	if nr, ok := info.SyscallNames["connect"]; ok {
+	if nr, ok := info.SyscallNames[name]; ok {
 		return int32(nr)
 	}
 	return -1
-}()
+}
+
+// IsConnect says whether the call is connect(2) (else it is an ioctl
+// SocketIoctl names).
+func (c *Call) IsConnect() bool { return int32(c.Nr) == connectNr }
 
 // report turns what answer queued into Refusals.
 func (l *Listener) report() {

@@ -283,11 +283,11 @@ func TestNotifyRefusedCallReported(t *testing.T) {
 			t.Errorf("%s under the plain filter: %s, want %s", k, prep.Errs[k], w)
 		}
 	}
-	// Without Notify.Connect no IP option is refused: the control of
+	// Without Notify.Sockets no IP option is refused: the control of
 	// TestNotifyConnect's.
 	for _, r := range []childReport{rep, prep} {
 		if r.Errs["ip_options"] != "ok" || r.Errs["ip_tos"] != "ok" {
-			t.Errorf("IP_OPTIONS %s, IP_TOS %s without Notify.Connect; want both ok", r.Errs["ip_options"], r.Errs["ip_tos"])
+			t.Errorf("IP_OPTIONS %s, IP_TOS %s without Notify.Sockets; want both ok", r.Errs["ip_options"], r.Errs["ip_tos"])
 		}
 	}
 }

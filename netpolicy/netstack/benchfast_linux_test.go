@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -28,7 +29,7 @@ import (
 // The fast path's benchmarks run the client as rootfs's server runs: a
 // process of its own in the sandbox's namespace (nsenter), under a
 // seccomp filter that refers connect(2) to a listener this process reads
-// with the engine's SeccompConnect, as P1 does. The child times its own
+// with the engine's SeccompSocket, as P1 does. The child times its own
 // work and prints it; "host" runs the same child in the host's namespace
 // without a filter, so both sides pay the same process and runtime.
 const (
@@ -53,7 +54,7 @@ func clientMain() {
 	var r clientResult
 	err := func() error {
 		if os.Getenv(envFilter) == "1" {
-			lf, err := seccomp.InstallNotify(seccomp.Notify{Connect: true})
+			lf, err := seccomp.InstallNotify(seccomp.Notify{Sockets: true})
 			if err != nil {
 				return err
 			}
@@ -166,11 +167,32 @@ func reuse(addr string) map[string]string {
 		steps["listen"] = errName(unix.Listen(int(fd), 1))
 		steps["fastopen to the lan"] = errName(unix.Sendto(int(fd), []byte("x"), unix.MSG_FASTOPEN, lan))
 		steps["peer at the end"] = peer()
+		steps["interfaces through it"] = ifconf(int(fd))
 	})
 	fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	steps["interfaces through a new socket"] = ifconf(fd)
 	steps["new socket to the lan"] = errName(unix.Connect(fd, lan))
 	unix.Close(fd)
 	return steps
+}
+
+// ifconf lists the interfaces of fd's namespace (SIOCGIFCONF): their
+// names, or the error.
+func ifconf(fd int) string {
+	buf := make([]byte, 40*32)
+	ifc := struct {
+		len int32
+		_   int32
+		buf uintptr
+	}{len: int32(len(buf)), buf: uintptr(unsafe.Pointer(&buf[0]))}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCGIFCONF, uintptr(unsafe.Pointer(&ifc))); e != 0 {
+		return errName(e)
+	}
+	var names []string
+	for i := 0; i+40 <= int(ifc.len); i += 40 {
+		names = append(names, unix.ByteSliceToString(buf[i:i+16]))
+	}
+	return strings.Join(names, ",")
 }
 
 func errName(err error) string {
@@ -261,7 +283,7 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 			cmd.Process.Kill()
 			b.Fatalf("no listener from the client: %v", err)
 		}
-		l, err := seccomp.Listen(os.NewFile(uintptr(fds[0]), "listener"), seccomp.ListenOptions{Connect: sb.eng.SeccompConnect})
+		l, err := seccomp.Listen(os.NewFile(uintptr(fds[0]), "listener"), seccomp.ListenOptions{Sockets: sb.eng.SeccompSocket})
 		if err != nil {
 			cmd.Process.Kill()
 			b.Fatal(err)

@@ -8,7 +8,7 @@ package netstack
 // that way is copied three more times than on the host's own path, and
 // a 1 GiB transfer ran at 0.35-0.5x of the host's (BENCHMARKS.md). So,
 // when the sandbox's seccomp filter refers connect(2) to rootfs
-// (seccomp.Notify.Connect), an allowed connect is carried out by rootfs
+// (seccomp.Notify.Sockets), an allowed connect is carried out by rootfs
 // instead, before any packet leaves:
 //
 //	sandbox: connect(fd, 203.0.113.1:443) ── seccomp ──▶ P1: Connect
@@ -117,11 +117,15 @@ func netnsOf(fd int) (uint64, error) {
 	return st.Ino, nil
 }
 
-// SeccompConnect answers a connect(2) the sandbox's filter referred to
-// rootfs (seccomp.ListenOptions.Connect): carried out by Connect, let
-// run, or, on a socket of another namespace (a direct connection's, or
-// one passed in from the host), refused.
-func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
+// SeccompSocket answers a call the sandbox's filter referred to rootfs
+// (seccomp.ListenOptions.Sockets). On a socket of another namespace (a
+// direct connection's, or one passed in from the host) both kinds are
+// refused: a connect(2) would connect it from there, past the policy,
+// and a network device ioctl (seccomp.SocketIoctl) would read the
+// host's interfaces, addresses, ARP table or wireless network. On the
+// sandbox's own, an ioctl runs, and a connect is carried out by Connect
+// or let run.
+func (e *Engine) SeccompSocket(c *seccomp.Call) seccomp.Answer {
 	run := seccomp.Answer{Continue: true}
 	fd, addr, alen := int(int32(c.Args[0])), c.Args[1], uint32(c.Args[2])
 	fp := e.fast.Load()
@@ -144,11 +148,13 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 		return run // the kernel says ENOTSOCK
 	}
 	if ino, err := netnsOf(dup); err != nil || ino != fp.netns {
-		// A socket of the host's namespace (a direct connection's,
-		// disconnected with AF_UNSPEC, or passed in): running the call
-		// would connect it from there, past the policy.
-		e.ref.refuse("tcp", "a socket of another network namespace", netpolicy.Decision{Reason: "connect(2) on a socket that is not the sandbox's"})
+		if c.IsConnect() {
+			e.ref.refuse("tcp", "a socket of another network namespace", netpolicy.Decision{Reason: "connect(2) on a socket that is not the sandbox's"})
+		}
 		return seccomp.Answer{Errno: unix.EPERM}
+	}
+	if !c.IsConnect() {
+		return run
 	}
 	if alen < unix.SizeofSockaddrInet4 {
 		return run

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,11 +206,12 @@ func fileOf(fd int) *os.File { return os.NewFile(uintptr(fd), "socket") }
 // TestFastPathHeldSockets: a direct connection hands the sandbox a socket
 // of rootfs's namespace; under the sandbox's real filter (a child process
 // in the sandbox's namespace, its connect(2)s answered by
-// Engine.SeccompConnect as P1 answers them) no way of pointing that
+// Engine.SeccompSocket as P1 answers them) no way of pointing that
 // socket elsewhere works: disconnecting it (connect AF_UNSPEC) and
 // connecting it again are refused, listen finds it connected, and a TCP
 // Fast Open sendto to the LAN sends on the connection it has (its peer
-// is still the destination's). The connection itself is the
+// is still the destination's), and the network device ioctls refuse to
+// list the host's interfaces through it (the sandbox's own list theirs). The connection itself is the
 // destination's (the peer is 203.0.113.1:80, not the relay). Negative control: the same
 // steps on a socket of the host's namespace without the filter reach
 // the LAN.
@@ -218,6 +220,7 @@ func TestFastPathHeldSockets(t *testing.T) {
 	want := map[string]string{
 		"dial": "ok", "peer": "203.0.113.1:80", "disconnect": "EPERM", "reconnect to the lan": "EPERM",
 		"listen": "EINVAL", "peer at the end": "203.0.113.1:80", "new socket to the lan": "ECONNREFUSED",
+		"interfaces through it": "EPERM", "interfaces through a new socket": "lo," + DeviceName,
 	}
 	got := runClient(t, sb, "reuse", "203.0.113.1:80", 1, nil).Steps
 	for k, w := range want {
@@ -229,8 +232,8 @@ func TestFastPathHeldSockets(t *testing.T) {
 		t.Errorf("%d direct connections, want 1", n)
 	}
 	control := runClient(t, nil, "reuse", "203.0.113.1:80", 1, nil).Steps
-	if control["disconnect"] != "ok" || control["reconnect to the lan"] != "ok" {
-		t.Errorf("negative control: on the host, disconnect %s and reconnect to the lan %s; want both ok",
-			control["disconnect"], control["reconnect to the lan"])
+	if control["disconnect"] != "ok" || control["reconnect to the lan"] != "ok" || !strings.HasPrefix(control["interfaces through it"], "lo,") {
+		t.Errorf("negative control: on the host, disconnect %s, reconnect to the lan %s, interfaces %s; want ok, ok, the host's",
+			control["disconnect"], control["reconnect to the lan"], control["interfaces through it"])
 	}
 }

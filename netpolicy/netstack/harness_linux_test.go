@@ -506,7 +506,7 @@ func hostDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp4", ad
 
 // dial connects to addr (ADDR:PORT) from the calling thread, which is in
 // the sandbox's namespace, as sb.mode says. The fast path is offered the
-// call as rootfs's seccomp listener offers it (Engine.SeccompConnect): a
+// call as rootfs's seccomp listener offers it (Engine.SeccompSocket): a
 // copy of the socket, and the connect runs as made when it declines.
 func (sb *sandbox) dial(addr string) (net.Conn, error) {
 	if sb.mode == viaStack {
