@@ -34,6 +34,9 @@ type ExitInfo struct {
 	// LastStderr is the last line the server wrote to stderr that says something, usually why
 	// it gave up ("fatal: cannot open db"); "" when none.
 	LastStderr string
+	// Note is what rootfs knows that may explain it (the server had no network, say), and
+	// the fix; "" when nothing.
+	Note string
 }
 
 // message is the one-line error message for a request the server left unanswered.
@@ -51,6 +54,9 @@ func (x ExitInfo) message() string {
 	msg := "rootfs: " + how + " before answering"
 	if x.LastStderr != "" {
 		msg += ": " + x.LastStderr
+	}
+	if x.Note != "" {
+		msg += " (" + x.Note + ")"
 	}
 	return OneLine(msg)
 }

@@ -22,6 +22,8 @@ func TestExitInfoMessage(t *testing.T) {
 		{"signal", ExitInfo{Status: 137}, "rootfs: the server was killed by signal 9 (killed) before answering"},
 		{"still running", ExitInfo{Status: -1, LastStderr: "listening"}, "rootfs: the server closed the connection before answering: listening"},
 		{"one line", ExitInfo{Status: 2, LastStderr: "a\nb\r\n\tc"}, "rootfs: the server exited with status 2 before answering: a b c"},
+		{"note", ExitInfo{Status: 1, LastStderr: "npm error code EAI_AGAIN", Note: "the server had no network: fix it"},
+			"rootfs: the server exited with status 1 before answering: npm error code EAI_AGAIN (the server had no network: fix it)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tt.x.message(); got != tt.want {

@@ -308,7 +308,13 @@ func (p *Plan) bridgeOptions(srv *mountmgr.Server, installer mcpbridge.RootInsta
 	b.ServerExit = func() mcpbridge.ExitInfo {
 		// The server closed its stdout, usually as it exits.
 		code, _ := srv.WaitFor(time.Second) // -1 while it runs on
-		return mcpbridge.ExitInfo{Status: code, LastStderr: srv.LastStderr()}
+		x := mcpbridge.ExitInfo{Status: code, LastStderr: srv.LastStderr()}
+		if srv.Net != nil && srv.Net.Unavailable != "" {
+			// A server that needed the network fails with its own words
+			// (npm's EAI_AGAIN); the client shows only this message.
+			x.Note = noNetworkNote
+		}
+		return x
 	}
 	return b
 }
