@@ -35,8 +35,8 @@
 //	 |  env ROOTFS_STAGE=init ROOTFS_SPEC_FD=3 ROOTFS_SYNC_FD=4 [ROOTFS_NET_FD=5: Spec.Net,
 //	 |  P2 sends its TUN device, the fast path's relay and localhost listeners back over it,
 //	 |  net_linux.go] [ROOTFS_AUDIT_FD=N,M: ServerOptions.AuditGroup]
-//	 |  [ROOTFS_SECCOMP_FD=N ROOTFS_SECCOMP_NOTIFY=refusals,sockets: ServerOptions.SyscallRefused,
-//	 |  .Sockets with Spec.Net]
+//	 |  [ROOTFS_SECCOMP_FD=N ROOTFS_SECCOMP_NOTIFY=refusals,connect: ServerOptions.SyscallRefused,
+//	 |  .Connect with Spec.Net]
 //	 |  fd 0/1: pipes to P1 (Server.Stdin/Stdout), fd 2: P1's stderr
 //	 |
 //	 |   P1 ---- spec JSON (fd 3) ---------------------------------> P2

@@ -55,12 +55,12 @@ func runInit() {
 		}
 	}
 	os.Unsetenv(envAuditFD)
-	seccompFD, _ := strconv.Atoi(os.Getenv(envSeccompFD)) // only with ServerOptions.SyscallRefused or .Sockets
+	seccompFD, _ := strconv.Atoi(os.Getenv(envSeccompFD)) // only with ServerOptions.SyscallRefused or .Connect
 	os.Unsetenv(envSeccompFD)
 	var notify seccomp.Notify
 	for _, w := range strings.Split(os.Getenv(envSeccompNotify), ",") {
 		notify.Refusals = notify.Refusals || w == "refusals"
-		notify.Sockets = notify.Sockets || w == "sockets"
+		notify.Connect = notify.Connect || w == "connect"
 	}
 	os.Unsetenv(envSeccompNotify)
 	if seccompFD >= 3 {
@@ -84,7 +84,7 @@ func runInit() {
 		fail(err)
 	}
 	if spec.Net == nil {
-		notify.Sockets = false // the host's network, or none: nothing to carry
+		notify.Connect = false // the host's network, or none: nothing to carry
 	}
 	if spec.Net != nil { // issue 23: before setupRoot's pivot_root hides /dev/net/tun
 		if netFD < 3 {
@@ -94,7 +94,7 @@ func runInit() {
 		if err != nil {
 			fail(err)
 		}
-		notify.Sockets = notify.Sockets && tun // no engine, no fast path
+		notify.Connect = notify.Connect && tun // no engine, no fast path
 		unix.Close(netFD)
 	}
 	if err := setupRoot(&spec); err != nil {

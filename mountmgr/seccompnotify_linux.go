@@ -38,7 +38,7 @@ type seccompHandover struct {
 // installSeccomp is P2's last step: the plain filter without a socket,
 // else the one with a listener, sent back on sock.
 func installSeccomp(sock int, notify seccomp.Notify) error {
-	if sock < 3 || !notify.Refusals && !notify.Sockets {
+	if sock < 3 || !notify.Refusals && !notify.Connect {
 		if sock >= 3 {
 			// Asked for the fast path only, which has no engine here: the
 			// message says so.
@@ -103,7 +103,7 @@ func recvSeccomp(sock *os.File) (*os.File, string, error) {
 // listenSeccomp answers and reports the listener's refusals until the
 // sandbox is gone (done).
 func listenSeccomp(lf *os.File, opts ServerOptions, done <-chan struct{}) error {
-	lo := seccomp.ListenOptions{Lost: opts.SyscallsLost, Sockets: opts.Sockets}
+	lo := seccomp.ListenOptions{Lost: opts.SyscallsLost, Connect: opts.Connect}
 	if opts.SyscallRefused != nil {
 		lo.Refused = func(r seccomp.Refusal) { opts.SyscallRefused(r.Syscall, r.PID, r.Comm) }
 	}

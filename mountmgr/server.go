@@ -51,14 +51,13 @@ type ServerOptions struct {
 	// SyscallsLost gets the number of refusals answered but not given to
 	// SyscallRefused (its queue was full).
 	SyscallsLost func(n int64)
-	// Sockets, with Spec.Net, answers every connect(2) of the sandbox
-	// and its network device ioctls (the network's fast path:
-	// netstack.Engine.SeccompSocket), from the time StartServer returns;
-	// it is the seccomp listener's (seccomp.ListenOptions.Sockets). The
-	// filter refers those calls to it only when the sandbox has its TUN;
-	// a kernel that gives no listener leaves every connect to the TUN, as
-	// without it.
-	Sockets func(*seccomp.Call) seccomp.Answer
+	// Connect, with Spec.Net, answers every connect(2) of the sandbox
+	// (the network's fast path: netstack.Engine.SeccompConnect), from
+	// the time StartServer returns; it is then the seccomp listener's
+	// (seccomp.ListenOptions.Connect). The filter refers connect(2) to it
+	// only when the sandbox has its TUN; a kernel that gives no listener
+	// leaves every connect to the TUN, as without it.
+	Connect func(*seccomp.Call) seccomp.Answer
 }
 
 // Server is the running sandbox (P2, with the wrapped server P3 under it).

@@ -111,8 +111,8 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 	if opts.SyscallRefused != nil {
 		notify = append(notify, "refusals")
 	}
-	if opts.Sockets != nil && spec.Net != nil {
-		notify = append(notify, "sockets")
+	if opts.Connect != nil && spec.Net != nil {
+		notify = append(notify, "connect")
 	}
 	if len(notify) > 0 {
 		if seccompParent, seccompChild, err = handoverPair("seccomp"); err != nil {

@@ -28,8 +28,8 @@ const (
 	envSyncFD    = "ROOTFS_SYNC_FD"    // P2: fd of the report pipe
 	envNetFD     = "ROOTFS_NET_FD"     // P2, with Spec.Net: fd of the socket that carries the TUN (net_linux.go)
 	envAuditFD   = "ROOTFS_AUDIT_FD"   // P2, with ServerOptions.AuditGroup: the fanotify group, then the pipe its events go on to
-	envSeccompFD = "ROOTFS_SECCOMP_FD" // P2, with ServerOptions.SyscallRefused or .Sockets: fd of the socket its seccomp listener goes back on (seccompnotify_linux.go)
-	// envSeccompNotify: what the listener is for, "refusals" and/or "sockets" (comma-separated).
+	envSeccompFD = "ROOTFS_SECCOMP_FD" // P2, with ServerOptions.SyscallRefused or .Connect: fd of the socket its seccomp listener goes back on (seccompnotify_linux.go)
+	// envSeccompNotify: what the listener is for, "refusals" and/or "connect" (comma-separated).
 	envSeccompNotify = "ROOTFS_SECCOMP_NOTIFY"
 )
 

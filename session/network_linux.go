@@ -13,7 +13,7 @@ import (
 	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
 )
 
-// connector hands the sandbox's connect(2)s (ServerOptions.Sockets) to
+// connector hands the sandbox's connect(2)s (ServerOptions.Connect) to
 // the engine's fast path once it runs; until then, and without it, they
 // run as made, and meet the engine's stack.
 type connector struct {
@@ -22,7 +22,7 @@ type connector struct {
 
 func (c *connector) connect(call *seccomp.Call) seccomp.Answer {
 	if e := c.eng.Load(); e != nil {
-		return e.SeccompSocket(call)
+		return e.SeccompConnect(call)
 	}
 	return seccomp.Answer{Continue: true}
 }
@@ -87,6 +87,6 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 		fast.eng.Store(nil)
 		st := eng.Stats()
 		eng.Close()
-		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("tcp_fast", st.TCPFast), zap.Int64("tcp_direct", st.TCPDirect), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
+		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("tcp_fast", st.TCPFast), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
 	}, nil
 }

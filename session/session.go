@@ -167,7 +167,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	s.vis.reportSyscalls(&sopts)
 	var fast connector
 	if spec.Net != nil {
-		sopts.Sockets = fast.connect // the network's fast path, once it runs
+		sopts.Connect = fast.connect // the network's fast path, once it runs
 	}
 	if s.srv, err = mountmgr.StartServer(ctx, spec, sopts); err != nil {
 		return nil, err

@@ -2,14 +2,12 @@ package seccomp
 
 import "syscall"
 
-// Call is a call the filter referred to the listener: the caller
+// Call is a connect(2) the filter referred to the listener: the caller
 // waits until it is answered.
 type Call struct {
 	listener uintptr // the listener's descriptor
 	// ID is the kernel's notification id.
 	ID uint64
-	// Nr is the call's number (connect(2), or ioctl(2): IsConnect).
-	Nr int
 	// TID is the calling thread, numbered in the listener reader's PID
 	// namespace.
 	TID int

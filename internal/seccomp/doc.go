@@ -40,19 +40,17 @@
 //
 // # Connect
 //
-// With Notify.Sockets the filter also refers every connect(2), and the
-// ioctls that read a network namespace's devices (SocketIoctl), to the
-// listener (ListenOptions.Sockets), which is the network's fast path
+// With Notify.Connect the filter also refers every connect(2) to the
+// listener (ListenOptions.Connect), which is the network's fast path
 // (netpolicy/netstack): the listener reads the address once
 // (Call.ReadMem), takes a copy of the socket (Call.FD), and either
-// carries the call out itself, possibly putting a socket of its own in
-// the caller's descriptor's place (Call.InstallFD), or lets it run as
-// made (Answer.Continue), where the network's stack judges it: letting a
-// connect run is safe because the fast path is not the boundary. The
-// filter is loaded with WAIT_KILLABLE_RECV (Linux 5.19; without it, no
-// Connect), so a call the listener has taken is not restarted by a
-// signal after it was carried out. Since the server may then hold
-// sockets of rootfs's namespace, the filter also refuses IP options
-// (setsockopt IPPROTO_IP IP_OPTIONS, IP_RETOPTS: a source route) with
-// EPERM.
+// carries the call out itself on that copy or lets it run as made
+// (Answer.Continue), where the network's stack judges it. Letting a
+// connect run is safe only because the fast path is not the boundary and
+// never gives the server a socket of rootfs's namespace: the call may
+// then run on another descriptor than the one checked (another thread
+// can dup2 over the number meanwhile), and that one is the server's too.
+// The filter is loaded with WAIT_KILLABLE_RECV (Linux 5.19; without it,
+// no Connect), so a call the listener has carried out is not restarted
+// by a signal.
 package seccomp

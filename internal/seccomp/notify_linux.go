@@ -24,7 +24,6 @@ import (
 	"errors"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,12 +66,11 @@ type ListenOptions struct {
 	// Queue bounds the refusals answered and not yet reported; 0 means
 	// 1024.
 	Queue int
-	// Sockets, when set, answers the calls a filter made with
-	// Notify.Sockets refers (connect(2), and the ioctls SocketIoctl
-	// names), each from a goroutine of its own while the caller waits (at
-	// most maxConnects at once; beyond that, and when Sockets is nil, the
-	// call is let run: Answer.Continue).
-	Sockets func(*Call) Answer
+	// Connect, when set, answers the connect(2) calls of a filter made
+	// with Notify.Connect, each from a goroutine of its own while the
+	// caller waits (at most maxConnects at once; beyond that, and when
+	// Connect is nil, the call is let run: Answer.Continue).
+	Connect func(*Call) Answer
 }
 
 // maxConnects bounds the connect(2) calls being answered at once.
@@ -275,8 +273,8 @@ func (l *Listener) answer(size int) {
 			return
 		}
 		n := (*seccompNotif)(unsafe.Pointer(&buf[0]))
-		if n.Data.Nr == connectNr || n.Data.Nr == ioctlNr {
-			l.socketCall(n)
+		if connectNr >= 0 && n.Data.Nr == connectNr {
+			l.connect(n)
 			continue
 		}
 		q := notice{nr: n.Data.Nr, tid: int(n.Pid)}
@@ -303,12 +301,11 @@ func (l *Listener) answer(size int) {
 	}
 }
 
-// socketCall answers a connect(2) or a socket ioctl with opts.Sockets,
-// from a goroutine of its own; when there is none, or too many wait
-// already, the call runs.
-func (l *Listener) socketCall(n *seccompNotif) {
-	c := &Call{listener: l.f.Fd(), ID: n.ID, Nr: int(n.Data.Nr), TID: int(n.Pid), Args: n.Data.Args}
-	if l.opts.Sockets == nil || c.TID <= 0 {
+// connect answers a connect(2) with opts.Connect, from a goroutine of
+// its own; when there is none, or too many wait already, the call runs.
+func (l *Listener) connect(n *seccompNotif) {
+	c := &Call{listener: l.f.Fd(), ID: n.ID, TID: int(n.Pid), Args: n.Data.Args}
+	if l.opts.Connect == nil || c.TID <= 0 {
 		l.send(c.ID, Answer{Continue: true})
 		return
 	}
@@ -322,28 +319,21 @@ func (l *Listener) socketCall(n *seccompNotif) {
 	go func() {
 		defer l.cw.Done()
 		defer func() { <-l.connects }()
-		l.send(c.ID, l.opts.Sockets(c))
+		l.send(c.ID, l.opts.Connect(c))
 	}()
 }
 
-// connectNr and ioctlNr are the calls' numbers here, -1 where the table
-// lacks them.
-var connectNr, ioctlNr = syscallNr("connect"), syscallNr("ioctl")
-
-func syscallNr(name string) int32 {
+// connectNr is connect(2)'s number here, -1 where the table lacks it.
+var connectNr = func() int32 {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return -1
 	}
-	if nr, ok := info.SyscallNames[name]; ok {
+	if nr, ok := info.SyscallNames["connect"]; ok {
 		return int32(nr)
 	}
 	return -1
-}
-
-// IsConnect says whether the call is connect(2) (else it is an ioctl
-// SocketIoctl names).
-func (c *Call) IsConnect() bool { return int32(c.Nr) == connectNr }
+}()
 
 // report turns what answer queued into Refusals.
 func (l *Listener) report() {
@@ -381,54 +371,4 @@ func process(tid int) (int, string) {
 		return 0, ""
 	}
 	return st.NStgid[len(st.NStgid)-1], st.Name
-}
-
-// seccompNotifAddfd is struct seccomp_notif_addfd.
-type seccompNotifAddfd struct {
-	ID         uint64
-	Flags      uint32
-	SrcFD      uint32
-	NewFD      uint32
-	NewFDFlags uint32
-}
-
-// InstallFD puts src, a descriptor of this process, into the caller's
-// table at target, in place of what was there (SECCOMP_IOCTL_NOTIF_ADDFD
-// with SETFD, Linux 5.14: as dup2 would, atomically), close-on-exec when
-// cloexec. The call is then still to be answered.
-func (c *Call) InstallFD(src, target int, cloexec bool) error {
-	a := seccompNotifAddfd{ID: c.ID, Flags: unix.SECCOMP_ADDFD_FLAG_SETFD, SrcFD: uint32(src), NewFD: uint32(target)}
-	if cloexec {
-		a.NewFDFlags = unix.O_CLOEXEC
-	}
-	r, _, e := unix.Syscall(unix.SYS_IOCTL, c.listener, unix.SECCOMP_IOCTL_NOTIF_ADDFD, uintptr(unsafe.Pointer(&a)))
-	if e != 0 {
-		return os.NewSyscallError("ioctl(SECCOMP_IOCTL_NOTIF_ADDFD)", e)
-	}
-	if int(r) != target {
-		return errors.New("seccomp: the descriptor went elsewhere")
-	}
-	return nil
-}
-
-// CloseOnExec says whether the caller's descriptor fd is close-on-exec
-// (/proc/TID/fdinfo/FD's flags), and checks that the caller still waits.
-func (c *Call) CloseOnExec(fd int) (bool, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.TID) + "/fdinfo/" + strconv.Itoa(fd))
-	if err != nil {
-		return false, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "flags:"); ok {
-			f, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
-			if err != nil {
-				return false, err
-			}
-			if !c.Valid() {
-				return false, errors.New("seccomp: the caller stopped waiting")
-			}
-			return f&unix.O_CLOEXEC != 0, nil
-		}
-	}
-	return false, errors.New("seccomp: no flags in fdinfo")
 }

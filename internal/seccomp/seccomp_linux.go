@@ -111,11 +111,10 @@ type Notify struct {
 	// rules that answer EPERM), answered EPERM by the listener and
 	// reported (--audit-log).
 	Refusals bool
-	// Sockets: every connect(2), which the listener may carry out itself
-	// or let run (SECCOMP_USER_NOTIF_FLAG_CONTINUE), and the network
-	// device ioctls (SocketIoctl), which it refuses on a socket that is
-	// not the sandbox's: the network's fast path (ListenOptions.Sockets).
-	Sockets bool
+	// Connect: every connect(2), which the listener may carry out itself
+	// or let run (SECCOMP_USER_NOTIF_FLAG_CONTINUE): the network's fast
+	// path (ListenOptions.Connect).
+	Connect bool
 }
 
 // NotifyProgram is Program with the calls n names referred to a listener
@@ -127,7 +126,7 @@ type Notify struct {
 func NotifyProgram(n Notify) ([]bpf.RawInstruction, error) { return program(n, true) }
 
 // program assembles the filter; n.Refusals refers EPERM refusals to a
-// listener and n.Sockets connect(2) and SocketIoctl; guard refuses the server a listener
+// listener and n.Connect connect(2); guard refuses the server a listener
 // of its own (only a test leaves it out, to show what it stops).
 func program(n Notify, guard bool) ([]bpf.RawInstruction, error) {
 	info, err := arch.GetInfo("")
@@ -146,7 +145,7 @@ func program(n Notify, guard bool) ([]bpf.RawInstruction, error) {
 			{Names: known(info, EPERMList), Action: epermAction},
 		},
 	}
-	if n.Sockets {
+	if n.Connect {
 		policy.Syscalls = append(policy.Syscalls, libseccomp.SyscallGroup{Names: known(info, []string{"connect"}), Action: libseccomp.ActionUserNotify})
 	}
 	lib, err := policy.Assemble()
@@ -161,7 +160,7 @@ func program(n Notify, guard bool) ([]bpf.RawInstruction, error) {
 		bpf.RetConstant{Val: uint32(libseccomp.ActionKillProcess)},
 	}
 	rules := argRules()
-	if (n.Refusals || n.Sockets) && guard {
+	if (n.Refusals || n.Connect) && guard {
 		// The server's own listener would take the refused calls (the
 		// newest filter's USER_NOTIF wins) and could let them run
 		// (SECCOMP_USER_NOTIF_FLAG_CONTINUE). The kernel refuses a second
@@ -217,61 +216,8 @@ func program(n Notify, guard bool) ([]bpf.RawInstruction, error) {
 			ret(unix.EPROTONOSUPPORT),
 		)
 	}
-	// With Connect, the server may hold sockets of rootfs's namespace (the
-	// network's direct connections): no IP options on any socket, whose
-	// source route would send its packets through a first hop of the
-	// host's private side (the kernel lets anyone set them).
-	if nr, ok := info.SyscallNames["setsockopt"]; ok && n.Sockets {
-		prog = append(prog,
-			bpf.LoadAbsolute{Off: offNr, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr | info.SeccompMask), SkipTrue: 6},
-			bpf.LoadAbsolute{Off: offArgLo(1), Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IPPROTO_IP, SkipTrue: 4},
-			bpf.LoadAbsolute{Off: offArgLo(2), Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IP_OPTIONS, SkipTrue: 1},
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.IP_RETOPTS, SkipTrue: 1},
-			refuse(unix.EPERM, notify),
-		)
-	}
-	// With Sockets, the ioctls that read a network namespace's devices,
-	// addresses, ARP table and wireless state go to the listener: on a
-	// socket of rootfs's namespace they would describe the host's.
-	if nr, ok := info.SyscallNames["ioctl"]; ok && n.Sockets {
-		prog = append(prog,
-			bpf.LoadAbsolute{Off: offNr, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr | info.SeccompMask), SkipTrue: 7},
-			bpf.LoadAbsolute{Off: offArgLo(1), Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpLessThan, Val: socketIoctls[0][0], SkipTrue: 5},
-			bpf.JumpIf{Cond: bpf.JumpLessOrEqual, Val: socketIoctls[0][1], SkipTrue: 3},
-			bpf.JumpIf{Cond: bpf.JumpLessThan, Val: socketIoctls[1][0], SkipTrue: 3},
-			bpf.JumpIf{Cond: bpf.JumpLessOrEqual, Val: socketIoctls[1][1], SkipTrue: 1},
-			bpf.Jump{Skip: 1},
-			bpf.RetConstant{Val: uint32(libseccomp.ActionUserNotify)},
-		)
-	}
 	prog = append(prog, lib...)
 	return bpf.Assemble(prog)
-}
-
-// socketIoctls are the ranges of ioctl requests that Notify.Sockets
-// refers to the listener: SIOCGIFNAME (0x8910) to the end of the socket
-// ioctls (device configuration, routes, ARP, bridges, VLANs, ethtool),
-// and the wireless extensions (SIOCIWFIRST 0x8b00 to 0x8bff: the
-// access point's address and the network's name say where the host is).
-// Below 0x8910 are those a program uses on its own connection
-// (SIOCATMARK, SIOCGSTAMP, the owner).
-var socketIoctls = [2][2]uint32{{0x8910, 0x89ff}, {0x8b00, 0x8bff}}
-
-// SocketIoctl says whether req is one of the ioctls Notify.Sockets
-// refers to the listener.
-func SocketIoctl(req uint64) bool {
-	r := uint32(req)
-	for _, s := range socketIoctls {
-		if r >= s[0] && r <= s[1] {
-			return true
-		}
-	}
-	return false
 }
 
 // known keeps the names this architecture has (aarch64 lacks some).
@@ -318,7 +264,7 @@ func Fallback(err error) bool {
 // with ENOSYS. The sandbox's init keeps a copy for its whole life, so the
 // calls wait rather than fail while it lives. Either way none runs.
 //
-// With n.Sockets the filter is loaded with
+// With n.Connect the filter is loaded with
 // SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19): a connect(2) the
 // listener has taken is not interrupted by a signal (Go's preemption,
 // say), which would restart it as a new call after the listener had
@@ -330,12 +276,12 @@ func InstallNotify(n Notify) (*os.File, error) {
 		return nil, err
 	}
 	flags := uintptr(listenerFlags)
-	if n.Sockets {
+	if n.Connect {
 		f, err := installNotify(raw, flags|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
 		if !errors.Is(err, unix.EINVAL) {
 			return f, err
 		}
-		n.Sockets = false
+		n.Connect = false
 		if raw, err = NotifyProgram(n); err != nil {
 			return nil, err
 		}

@@ -7,18 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -29,7 +26,7 @@ import (
 // The fast path's benchmarks run the client as rootfs's server runs: a
 // process of its own in the sandbox's namespace (nsenter), under a
 // seccomp filter that refers connect(2) to a listener this process reads
-// with the engine's SeccompSocket, as P1 does. The child times its own
+// with the engine's SeccompConnect, as P1 does. The child times its own
 // work and prints it; "host" runs the same child in the host's namespace
 // without a filter, so both sides pay the same process and runtime.
 const (
@@ -45,7 +42,8 @@ type clientResult struct {
 	Lat     []time.Duration `json:"lat,omitempty"` // connect + first byte, each
 	Elapsed time.Duration   `json:"elapsed"`
 	Err     string          `json:"err,omitempty"`
-	// Steps are the "reuse" workload's results, by step.
+	// Steps are an attack workload's results, by step
+	// (attack_linux_test.go).
 	Steps map[string]string `json:"steps,omitempty"`
 }
 
@@ -54,7 +52,7 @@ func clientMain() {
 	var r clientResult
 	err := func() error {
 		if os.Getenv(envFilter) == "1" {
-			lf, err := seccomp.InstallNotify(seccomp.Notify{Sockets: true})
+			lf, err := seccomp.InstallNotify(seccomp.Notify{Connect: true})
 			if err != nil {
 				return err
 			}
@@ -95,8 +93,6 @@ func clientMain() {
 					return err
 				}
 			}
-		case "reuse":
-			r.Steps = reuse(addr)
 		case "concurrent":
 			var conns []net.Conn
 			defer func() {
@@ -123,6 +119,12 @@ func clientMain() {
 			// All open and read: the parent measures, then lets go.
 			fmt.Println("open")
 			_, _ = os.Stdin.Read(make([]byte, 1))
+		default:
+			f, ok := attacks[os.Getenv(envClient)]
+			if !ok {
+				return fmt.Errorf("no workload %q", os.Getenv(envClient))
+			}
+			r.Steps = f(addr)
 		}
 		return nil
 	}()
@@ -131,68 +133,6 @@ func clientMain() {
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(r)
 	os.Exit(0)
-}
-
-// reuse connects to addr, then tries to point the same socket elsewhere
-// (lanHTTP, the host's private side) every way a socket can be: what
-// a server would do with a socket of rootfs's namespace (a direct
-// connection's) to get past the policy.
-func reuse(addr string) map[string]string {
-	steps := map[string]string{}
-	c, err := net.Dial("tcp4", addr)
-	if err != nil {
-		steps["dial"] = err.Error()
-		return steps
-	}
-	defer c.Close()
-	steps["dial"] = "ok"
-	raw, _ := c.(*net.TCPConn).SyscallConn()
-	lan := &unix.SockaddrInet4{Port: 80, Addr: [4]byte{192, 168, 77, 1}}
-	_ = raw.Control(func(fd uintptr) {
-		peer := func() string {
-			sa, err := unix.Getpeername(int(fd))
-			if err != nil {
-				return errName(err)
-			}
-			in4 := sa.(*unix.SockaddrInet4)
-			return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), uint16(in4.Port)).String()
-		}
-		steps["peer"] = peer()
-		unspec := unix.RawSockaddrAny{}
-		unspec.Addr.Family = unix.AF_UNSPEC
-		_, _, e := unix.Syscall(unix.SYS_CONNECT, fd, uintptr(unsafe.Pointer(&unspec)), unix.SizeofSockaddrAny)
-		steps["disconnect"] = errName(e)
-		unix.SetNonblock(int(fd), false)
-		steps["reconnect to the lan"] = errName(unix.Connect(int(fd), lan))
-		steps["listen"] = errName(unix.Listen(int(fd), 1))
-		steps["fastopen to the lan"] = errName(unix.Sendto(int(fd), []byte("x"), unix.MSG_FASTOPEN, lan))
-		steps["peer at the end"] = peer()
-		steps["interfaces through it"] = ifconf(int(fd))
-	})
-	fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	steps["interfaces through a new socket"] = ifconf(fd)
-	steps["new socket to the lan"] = errName(unix.Connect(fd, lan))
-	unix.Close(fd)
-	return steps
-}
-
-// ifconf lists the interfaces of fd's namespace (SIOCGIFCONF): their
-// names, or the error.
-func ifconf(fd int) string {
-	buf := make([]byte, 40*32)
-	ifc := struct {
-		len int32
-		_   int32
-		buf uintptr
-	}{len: int32(len(buf)), buf: uintptr(unsafe.Pointer(&buf[0]))}
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCGIFCONF, uintptr(unsafe.Pointer(&ifc))); e != 0 {
-		return errName(e)
-	}
-	var names []string
-	for i := 0; i+40 <= int(ifc.len); i += 40 {
-		names = append(names, unix.ByteSliceToString(buf[i:i+16]))
-	}
-	return strings.Join(names, ",")
 }
 
 func errName(err error) string {
@@ -239,7 +179,7 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 	b.Helper()
 	var cmd *exec.Cmd
 	env := append(os.Environ(), envClient+"="+workload, envAddr+"="+addr, envN+"="+strconv.Itoa(n))
-	var parentSock *os.File
+	var parentSock, child *os.File
 	if sb == nil {
 		cmd = exec.Command(os.Args[0], "-test.run=^$")
 	} else {
@@ -250,7 +190,7 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 		}
 		parentSock = os.NewFile(uintptr(fds[0]), "parent")
 		defer parentSock.Close()
-		child := os.NewFile(uintptr(fds[1]), "child")
+		child = os.NewFile(uintptr(fds[1]), "child")
 		defer child.Close()
 		cmd.ExtraFiles = []*os.File{child}
 		env = append(env, envFilter+"=1")
@@ -270,6 +210,9 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 		b.Fatal(err)
 	}
 	defer cmd.Wait()
+	if child != nil {
+		child.Close() // a child that dies before sending is EOF, not a hang
+	}
 	if parentSock != nil {
 		oob := make([]byte, unix.CmsgSpace(4))
 		_, oobn, _, _, err := unix.Recvmsg(int(parentSock.Fd()), make([]byte, 8), oob, unix.MSG_CMSG_CLOEXEC)
@@ -283,7 +226,7 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 			cmd.Process.Kill()
 			b.Fatalf("no listener from the client: %v", err)
 		}
-		l, err := seccomp.Listen(os.NewFile(uintptr(fds[0]), "listener"), seccomp.ListenOptions{Sockets: sb.eng.SeccompSocket})
+		l, err := seccomp.Listen(os.NewFile(uintptr(fds[0]), "listener"), seccomp.ListenOptions{Connect: sb.eng.SeccompConnect})
 		if err != nil {
 			cmd.Process.Kill()
 			b.Fatal(err)

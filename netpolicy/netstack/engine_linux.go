@@ -72,9 +72,8 @@ type Options struct {
 type Stats struct {
 	TCPAllowed, UDPAllowed, DNSAnswered, Refused, Local int64
 	// TCPFast are the TCPAllowed connections that took the fast path
-	// (Connect); TCPDirect those of them rootfs made itself, handing the
-	// sandbox the socket.
-	TCPFast, TCPDirect int64
+	// (Connect).
+	TCPFast int64
 }
 
 // Engine is the userspace network of one sandbox. Close stops it; it may
@@ -97,9 +96,6 @@ type Engine struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	fast      atomic.Pointer[fastPath] // ServeRelay's
-	// handedOut: the sandbox may hold sockets of rootfs's namespace (the
-	// fast path's direct connections).
-	handedOut atomic.Bool
 
 	n counters
 }
@@ -114,7 +110,7 @@ type nic struct {
 
 // counters are what Stats reports.
 type counters struct {
-	tcpAllowed, udpAllowed, dnsAnswered, local, tcpFast, tcpDirect atomic.Int64
+	tcpAllowed, udpAllowed, dnsAnswered, local, tcpFast atomic.Int64
 }
 
 const nicID = 1
@@ -237,7 +233,7 @@ const closeWait = 2 * time.Second
 // Stats returns the counters so far.
 func (e *Engine) Stats() Stats {
 	return Stats{TCPAllowed: e.n.tcpAllowed.Load(), UDPAllowed: e.n.udpAllowed.Load(), DNSAnswered: e.n.dnsAnswered.Load(),
-		Refused: e.ref.total.Load(), Local: e.n.local.Load(), TCPFast: e.n.tcpFast.Load(), TCPDirect: e.n.tcpDirect.Load()}
+		Refused: e.ref.total.Load(), Local: e.n.local.Load(), TCPFast: e.n.tcpFast.Load()}
 }
 
 func (e *Engine) acquire() bool {

@@ -8,7 +8,7 @@ package netstack
 // that way is copied three more times than on the host's own path, and
 // a 1 GiB transfer ran at 0.35-0.5x of the host's (BENCHMARKS.md). So,
 // when the sandbox's seccomp filter refers connect(2) to rootfs
-// (seccomp.Notify.Sockets), an allowed connect is carried out by rootfs
+// (seccomp.Notify.Connect), an allowed connect is carried out by rootfs
 // instead, before any packet leaves:
 //
 //	sandbox: connect(fd, 203.0.113.1:443) ── seccomp ──▶ P1: Connect
@@ -117,46 +117,13 @@ func netnsOf(fd int) (uint64, error) {
 	return st.Ino, nil
 }
 
-// SeccompSocket answers a call the sandbox's filter referred to rootfs
-// (seccomp.ListenOptions.Sockets). On a socket of another namespace (a
-// direct connection's, or one passed in from the host) both kinds are
-// refused: a connect(2) would connect it from there, past the policy,
-// and a network device ioctl (seccomp.SocketIoctl) would read the
-// host's interfaces, addresses, ARP table or wireless network. On the
-// sandbox's own, an ioctl runs, and a connect is carried out by Connect
-// or let run.
-func (e *Engine) SeccompSocket(c *seccomp.Call) seccomp.Answer {
+// SeccompConnect answers a connect(2) the sandbox's filter referred to
+// rootfs (seccomp.ListenOptions.Connect): carried out by Connect, or let
+// run.
+func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	run := seccomp.Answer{Continue: true}
 	fd, addr, alen := int(int32(c.Args[0])), c.Args[1], uint32(c.Args[2])
-	fp := e.fast.Load()
-	if fd < 0 || fp == nil {
-		return run
-	}
-	dup, err := c.FD(fd)
-	if err != nil {
-		if e.handedOut.Load() {
-			// It may be a direct connection's socket, which must never
-			// connect anywhere else: fail closed.
-			return seccomp.Answer{Errno: unix.EPERM}
-		}
-		e.log.Debug("network: fast path: the socket", zap.Error(err))
-		return run
-	}
-	defer unix.Close(dup)
-	var st unix.Stat_t
-	if err := unix.Fstat(dup, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return run // the kernel says ENOTSOCK
-	}
-	if ino, err := netnsOf(dup); err != nil || ino != fp.netns {
-		if c.IsConnect() {
-			e.ref.refuse("tcp", "a socket of another network namespace", netpolicy.Decision{Reason: "connect(2) on a socket that is not the sandbox's"})
-		}
-		return seccomp.Answer{Errno: unix.EPERM}
-	}
-	if !c.IsConnect() {
-		return run
-	}
-	if alen < unix.SizeofSockaddrInet4 {
+	if fd < 0 || alen < unix.SizeofSockaddrInet4 || e.fast.Load() == nil {
 		return run
 	}
 	var sa [unix.SizeofSockaddrInet4]byte
@@ -167,99 +134,74 @@ func (e *Engine) SeccompSocket(c *seccomp.Call) seccomp.Answer {
 		return run
 	}
 	dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), binary.BigEndian.Uint16(sa[2:4]))
-	r := e.Connect(dup, dst)
-	if !r.Taken {
+	dup, err := c.FD(fd)
+	if err != nil {
+		e.log.Debug("network: fast path: the socket", zap.Error(err))
 		return run
 	}
-	if r.Install >= 0 {
-		defer unix.Close(r.Install)
-		cloexec, err := c.CloseOnExec(fd)
-		if err == nil {
-			err = c.InstallFD(r.Install, fd, cloexec)
-		}
-		if err != nil {
-			// Not installed: the call gets the error of a connect that
-			// could not be made.
-			e.log.Debug("network: fast path: install the connection", zap.Error(err))
-			return seccomp.Answer{Errno: unix.ENETUNREACH}
-		}
-	}
-	if r.Errno != 0 {
-		return seccomp.Answer{Errno: r.Errno}
+	defer unix.Close(dup)
+	errno, ok := e.Connect(dup, dst)
+	switch {
+	case !ok:
+		return run
+	case errno != 0:
+		return seccomp.Answer{Errno: errno}
 	}
 	return seccomp.Answer{}
 }
 
-// ConnectResult is what Connect did with one connect(2).
-type ConnectResult struct {
-	// Taken: the fast path answers the call; else it must run as the
-	// sandbox made it (the stack judges it).
-	Taken bool
-	// Errno is the call's answer (0, EINPROGRESS, or the failure).
-	Errno syscall.Errno
-	// Install, when not -1, is a connected (or connecting) socket of
-	// rootfs's namespace that must take the sandbox's descriptor's place
-	// before the call is answered (a direct connection); the caller
-	// closes it after.
-	Install int
-}
-
 // Connect carries out connect(2) to dst for the sandbox's socket fd (a
-// copy of it, which the caller closes), as the fast path.
-func (e *Engine) Connect(fd int, dst netip.AddrPort) ConnectResult {
-	no := ConnectResult{Install: -1}
+// copy of it, which the caller closes), as the fast path: ok false when
+// it does not take the call, which must then run as the sandbox made it
+// (the stack judges it); else errno is the call's answer.
+func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bool) {
 	fp := e.fast.Load()
 	a := dst.Addr().Unmap()
 	if fp == nil || e.ctx.Err() != nil || !a.Is4() || a == Gateway || a.IsLoopback() || a.IsUnspecified() ||
 		a.IsMulticast() || dst.Port() == 0 || !fp.ours(fd) {
-		return no
+		return 0, false
 	}
 	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
 	if d := e.pol.Decide(q); !d.Allow {
-		return no // the stack refuses it, and says so
+		return 0, false // the stack refuses it, and says so
+	}
+	if !e.acquire() {
+		return 0, false
 	}
 	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {
-		return no
-	}
-	nonblock := fl&unix.O_NONBLOCK != 0
-	if !e.pol.HasNameRules() {
-		// No rule names a host: the server name could not change the
-		// decision, so there is nothing to read on the way.
-		return e.connectDirect(fd, q, nonblock)
-	}
-	if !e.acquire() {
-		return no
+		e.release()
+		return 0, false
 	}
 	f := &fastFlow{q: q}
-	if !nonblock {
+	if fl&unix.O_NONBLOCK == 0 {
 		// A blocking connect returns when the destination answered,
 		// with its answer.
 		up, err := e.dial(e.ctx, "tcp", netip.AddrPortFrom(a, q.Port).String())
 		if err != nil {
 			e.release()
 			e.log.Debug("network: dial failed", zap.String("dst", dstString(a, q.Port, q.Names)), zap.Error(err))
-			return ConnectResult{Taken: true, Errno: dialErrno(err), Install: -1}
+			return dialErrno(err), true
 		}
 		f.up = up
 	}
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		e.drop(f)
-		return no
+		return 0, false
 	}
 	sa, err := unix.Getsockname(fd)
 	in4, isIn4 := sa.(*unix.SockaddrInet4)
 	if err != nil || !isIn4 {
 		e.drop(f)
-		return ConnectResult{Taken: true, Errno: unix.EADDRNOTAVAIL, Install: -1}
+		return unix.EADDRNOTAVAIL, true
 	}
 	port := in4.Port
 	fp.note(e, port, f)
 	switch err := unix.Connect(fd, &fp.addr); {
 	case err == nil:
-		return ConnectResult{Taken: true, Install: -1}
+		return 0, true
 	case errors.Is(err, unix.EINPROGRESS):
-		return ConnectResult{Taken: true, Errno: unix.EINPROGRESS, Install: -1}
+		return unix.EINPROGRESS, true
 	default:
 		if fp.take(port) == f {
 			e.drop(f)
@@ -268,99 +210,7 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) ConnectResult {
 		if !errors.As(err, &en) {
 			en = unix.ECONNREFUSED
 		}
-		return ConnectResult{Taken: true, Errno: en, Install: -1}
-	}
-}
-
-// connectDirect makes the connection itself, from rootfs's namespace, as
-// the sandbox's socket would have: a socket with fd's options, connected
-// to q's destination, to take fd's place. A non-blocking call is answered
-// EINPROGRESS at once and the sandbox sees the connection complete or
-// fail as on the host; a blocking one waits for it (dialTimeout at most).
-func (e *Engine) connectDirect(fd int, q netpolicy.Query, nonblock bool) ConnectResult {
-	s, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		return ConnectResult{Install: -1}
-	}
-	copyOptions(fd, s)
-	e.handedOut.Store(true)
-	err = unix.Connect(s, &unix.SockaddrInet4{Port: int(q.Port), Addr: q.Addr.As4()})
-	if errors.Is(err, unix.EINPROGRESS) && !nonblock {
-		err = e.waitConnect(s)
-		if err == nil {
-			err = unix.SetNonblock(s, false)
-		}
-	}
-	var en syscall.Errno
-	switch {
-	case err == nil, nonblock && errors.Is(err, unix.EINPROGRESS):
-		e.n.tcpAllowed.Add(1)
-		e.n.tcpFast.Add(1)
-		e.n.tcpDirect.Add(1)
-		errors.As(err, &en)
-		return ConnectResult{Taken: true, Errno: en, Install: s}
-	case errors.As(err, &en):
-	default:
-		en = unix.ETIMEDOUT
-	}
-	unix.Close(s)
-	e.log.Debug("network: dial failed", zap.String("dst", dstString(q.Addr, q.Port, q.Names)), zap.Error(err))
-	return ConnectResult{Taken: true, Errno: en, Install: -1}
-}
-
-// dialTimeout bounds a blocking connect the fast path makes, as the
-// stack's dial is bounded.
-const dialTimeout = 10 * time.Second
-
-// waitConnect waits for s's connect to end (dialTimeout, or the engine's
-// end) and returns its error.
-func (e *Engine) waitConnect(s int) error {
-	deadline := time.Now().Add(dialTimeout)
-	for e.ctx.Err() == nil {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return unix.ETIMEDOUT
-		}
-		p := []unix.PollFd{{Fd: int32(s), Events: unix.POLLOUT}}
-		n, err := unix.Poll(p, int(min(left, 200*time.Millisecond)/time.Millisecond)+1)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		if n > 0 {
-			v, err := unix.GetsockoptInt(s, unix.SOL_SOCKET, unix.SO_ERROR)
-			if err != nil {
-				return err
-			}
-			if v != 0 {
-				return syscall.Errno(v)
-			}
-			return nil
-		}
-	}
-	return unix.ECONNABORTED
-}
-
-// copyOptions gives s the options a client sets on its socket before
-// connecting (the rest it sets after, on the socket it then holds). The
-// buffer sizes are not copied: a copy would fix what the kernel tunes.
-func copyOptions(from, to int) {
-	for _, o := range [...]struct{ level, opt int }{
-		{unix.IPPROTO_TCP, unix.TCP_NODELAY}, {unix.SOL_SOCKET, unix.SO_KEEPALIVE},
-		{unix.IPPROTO_TCP, unix.TCP_KEEPIDLE}, {unix.IPPROTO_TCP, unix.TCP_KEEPINTVL}, {unix.IPPROTO_TCP, unix.TCP_KEEPCNT},
-		{unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT}, {unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT},
-		{unix.IPPROTO_IP, unix.IP_TOS}, {unix.SOL_SOCKET, unix.SO_PRIORITY},
-	} {
-		if v, err := unix.GetsockoptInt(from, o.level, o.opt); err == nil {
-			_ = unix.SetsockoptInt(to, o.level, o.opt, v)
-		}
-	}
-	if l, err := unix.GetsockoptLinger(from, unix.SOL_SOCKET, unix.SO_LINGER); err == nil && l.Onoff != 0 {
-		_ = unix.SetsockoptLinger(to, unix.SOL_SOCKET, unix.SO_LINGER, l)
-	}
-	for _, opt := range []int{unix.SO_RCVTIMEO, unix.SO_SNDTIMEO} {
-		if tv, err := unix.GetsockoptTimeval(from, unix.SOL_SOCKET, opt); err == nil && (tv.Sec != 0 || tv.Usec != 0) {
-			_ = unix.SetsockoptTimeval(to, unix.SOL_SOCKET, opt, tv)
-		}
+		return en, true
 	}
 }
 

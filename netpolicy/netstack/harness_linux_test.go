@@ -61,7 +61,7 @@ var (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envClient) != "" {
-		clientMain() // a benchmark's client (benchfast_linux_test.go)
+		clientMain() // a fast path client (benchfast_linux_test.go)
 	}
 	if os.Getenv(envChild) == "" && os.Geteuid() == 0 && len(os.Args) > 0 {
 		// Re-exec in private namespaces: the tests build their network
@@ -506,7 +506,7 @@ func hostDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp4", ad
 
 // dial connects to addr (ADDR:PORT) from the calling thread, which is in
 // the sandbox's namespace, as sb.mode says. The fast path is offered the
-// call as rootfs's seccomp listener offers it (Engine.SeccompSocket): a
+// call as rootfs's seccomp listener offers it (Engine.SeccompConnect): a
 // copy of the socket, and the connect runs as made when it declines.
 func (sb *sandbox) dial(addr string) (net.Conn, error) {
 	if sb.mode == viaStack {
@@ -529,21 +529,12 @@ func (sb *sandbox) dial(addr string) (net.Conn, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	r := sb.eng.Connect(dup, ap)
+	errno, ok := sb.eng.Connect(dup, ap)
 	unix.Close(dup)
-	if r.Install >= 0 {
-		// What SECCOMP_IOCTL_NOTIF_ADDFD with SETFD does in the caller.
-		err = unix.Dup3(r.Install, fd, unix.O_CLOEXEC)
-		unix.Close(r.Install)
-		if err != nil {
-			unix.Close(fd)
-			return nil, err
-		}
-	}
-	if !r.Taken {
+	if !ok {
 		err = unix.Connect(fd, sa)
-	} else if r.Errno != 0 {
-		err = r.Errno
+	} else if errno != 0 {
+		err = errno
 	}
 	if errors.Is(err, unix.EINPROGRESS) {
 		err = waitConnected(fd)
