@@ -352,52 +352,49 @@ func logSteps(t *testing.T, steps map[string]string) {
 	}
 }
 
-// TestFastPathAttackFastOpenAfterRefusal: BROKEN if the host's loopback database
-// (127.0.0.1:5432 of rootfs's namespace) answers.
-func TestFastPathAttackFastOpenAfterRefusal(t *testing.T) {
-	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
-	steps := runClient(t, sb, "fastopen-after-refusal", "203.0.113.1:9", 1, nil).Steps
-	logSteps(t, steps)
-	if strings.HasPrefix(steps["read"], "host") {
-		t.Errorf("BROKEN: reached the host's loopback: %q", steps["read"])
-	}
-	for _, k := range []string{"read 192.168.77.1:80", "read 169.254.169.254:80"} {
-		if strings.HasPrefix(steps[k], "HTTP/") {
-			t.Errorf("BROKEN: %s: %q", k, steps[k])
-		}
-	}
-}
-
-// TestFastPathAttackFastOpenAfterUse: the same after an ordinary connection.
-func TestFastPathAttackFastOpenAfterUse(t *testing.T) {
-	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
-	steps := runClient(t, sb, "fastopen-after-use", "203.0.113.1:80", 1, nil).Steps
-	logSteps(t, steps)
-	if strings.HasPrefix(steps["read"], "host") {
-		t.Errorf("BROKEN: reached the host's loopback: %q", steps["read"])
-	}
-}
-
-// TestFastPathAttackDup2Race: BROKEN if the direct socket is reconnected to the
-// host's loopback database by a connect(2) the listener let run.
-func TestFastPathAttackDup2Race(t *testing.T) {
-	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
-	steps := runClient(t, sb, "dup2-race", "203.0.113.1:80", 1, nil).Steps
-	logSteps(t, steps)
-	if strings.HasPrefix(steps["read"], "host") {
-		t.Errorf("BROKEN: reached the host's loopback: %q", steps["read"])
-	}
-}
-
-// TestFastPathAttackSlotsFull: BROKEN if, with the listener's slots held, the
-// direct socket is disconnected and reconnected to the host's loopback.
-func TestFastPathAttackSlotsFull(t *testing.T) {
-	blackhole(t)
-	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
-	steps := runClient(t, sb, "slots-full", "203.0.113.1:80", 1, nil).Steps
-	logSteps(t, steps)
-	if strings.HasPrefix(steps["read"], "host") {
-		t.Errorf("BROKEN: reached the host's loopback: %q", steps["read"])
+// TestFastPathAttacks: each attack, from the sandbox under the real
+// filter, must not reach the host's loopback database (127.0.0.1:5432 of
+// rootfs's namespace), the LAN or the metadata address. Negative
+// control, where the attack is one a socket of the host's namespace
+// allows: the same workload from the host's namespace, unfiltered,
+// reaches the database.
+func TestFastPathAttacks(t *testing.T) {
+	for _, tc := range []struct {
+		workload, addr string
+		control        bool // the workload reaches the database from the host's namespace
+		blackhole      bool
+	}{
+		// Fast Open after a failed connection: the socket is reset and
+		// connected with no connect(2).
+		{"fastopen-after-refusal", "203.0.113.1:9", true, false},
+		// The same after an ordinary connection: EISCONN even on the host.
+		{"fastopen-after-use", "203.0.113.1:80", false, false},
+		// A socket swapped onto the number of a connect rootfs lets run.
+		{"dup2-race", "203.0.113.1:80", true, false},
+		// With the listener's slots held, calls run unexamined.
+		{"slots-full", "203.0.113.1:80", true, true},
+	} {
+		t.Run(tc.workload, func(t *testing.T) {
+			if tc.blackhole {
+				blackhole(t)
+			}
+			sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
+			steps := runClient(t, sb, tc.workload, tc.addr, 1, nil).Steps
+			logSteps(t, steps)
+			if strings.HasPrefix(steps["read"], "host") {
+				t.Errorf("BROKEN: reached the host's loopback: %q", steps["read"])
+			}
+			for _, k := range []string{"read 192.168.77.1:80", "read 169.254.169.254:80"} {
+				if strings.HasPrefix(steps[k], "HTTP/") {
+					t.Errorf("BROKEN: %s: %q", k, steps[k])
+				}
+			}
+			if tc.control {
+				if c := runClient(t, nil, tc.workload, tc.addr, 1, nil).Steps; !strings.HasPrefix(c["read"], "host") {
+					t.Errorf("negative control: from the host's namespace the workload read %q, want the database", c["read"])
+				}
+			}
+		})
 	}
 }
 

@@ -1,7 +1,6 @@
 package netstack
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -153,29 +152,9 @@ func BenchmarkThroughputUpload(b *testing.B) {
 	}{{"host", hostPID}, {"sandbox", sb.pid}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(size)
-			buf := make([]byte, 256<<10)
 			err := inNS(b, c.pid, func() error {
 				for range b.N {
-					conn, err := net.Dial("tcp4", "203.0.113.1:7002")
-					if err != nil {
-						return err
-					}
-					err = func() error {
-						defer conn.Close()
-						for left := size; left > 0; left -= len(buf) {
-							if _, err := conn.Write(buf[:min(len(buf), left)]); err != nil {
-								return err
-							}
-						}
-						if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
-							return err
-						}
-						if n, err := conn.Read(buf[:1]); n != 0 || err != io.EOF {
-							return fmt.Errorf("world's close: %d bytes, %v", n, err)
-						}
-						return nil
-					}()
-					if err != nil {
+					if err := upload("203.0.113.1:7002", size); err != nil {
 						return err
 					}
 				}
