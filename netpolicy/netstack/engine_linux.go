@@ -307,10 +307,9 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 		e.ref.refuse("tcp", dstString(dst, port, names), d)
 		return
 	}
-	up, err := e.dial(e.ctx, "tcp", netip.AddrPortFrom(dst, port).String())
+	up, err := e.dialTCP(q)
 	if err != nil {
 		r.Complete(true)
-		e.log.Debug("network: dial failed", zap.String("dst", dstString(dst, port, names)), zap.Error(err))
 		return
 	}
 	defer up.Close()
@@ -320,6 +319,16 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	defer c.Close()
 	e.relay(c, up, q, false)
+}
+
+// dialTCP connects to q's destination for the sandbox; a failure is
+// logged (debug) and returned.
+func (e *Engine) dialTCP(q netpolicy.Query) (net.Conn, error) {
+	up, err := e.dial(e.ctx, "tcp", netip.AddrPortFrom(q.Addr, q.Port).String())
+	if err != nil {
+		e.log.Debug("network: dial failed", zap.String("dst", dstString(q.Addr, q.Port, q.Names)), zap.Error(err))
+	}
+	return up, err
 }
 
 // relay carries an allowed connection: c the sandbox's side, up the

@@ -177,10 +177,9 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	if fl&unix.O_NONBLOCK == 0 {
 		// A blocking connect returns when the destination answered,
 		// with its answer.
-		up, err := e.dial(e.ctx, "tcp", netip.AddrPortFrom(a, q.Port).String())
+		up, err := e.dialTCP(q)
 		if err != nil {
 			e.release()
-			e.log.Debug("network: dial failed", zap.String("dst", dstString(a, q.Port, q.Names)), zap.Error(err))
 			return dialErrno(err), true
 		}
 		f.up = up
@@ -309,11 +308,10 @@ func (e *Engine) serveFast(c *net.TCPConn, f *fastFlow) {
 	up := f.up
 	if up == nil {
 		var err error
-		if up, err = e.dial(e.ctx, "tcp", netip.AddrPortFrom(f.q.Addr, f.q.Port).String()); err != nil {
+		if up, err = e.dialTCP(f.q); err != nil {
 			// What the stack's path answers with a reset to the SYN, this
 			// answers with a reset after the handshake.
 			_ = c.SetLinger(0)
-			e.log.Debug("network: dial failed", zap.String("dst", dstString(f.q.Addr, f.q.Port, f.q.Names)), zap.Error(err))
 			return
 		}
 	}
