@@ -73,7 +73,11 @@ func netSpec(p *netpolicy.Policy) *mountmgr.NetSpec {
 // noNetworkNote is added to the error a client sees when the server ended
 // without answering and had no network because the sandbox could not use
 // /dev/net/tun (startNetwork logs the same with the kernel's error).
-const noNetworkNote = "the server had no network: rootfs cannot use /dev/net/tun here; make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network"
+const noNetworkNote = "the server had no network: rootfs cannot use /dev/net/tun here; " + tunFix
+
+// tunFix is what gives the server a network where /dev/net/tun cannot be
+// used.
+const tunFix = "make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network"
 
 // hostAddrs are the addresses of the host's interfaces.
 func hostAddrs() []netip.Addr {

@@ -33,7 +33,7 @@ func (c *connector) connect(call *seccomp.Call) seccomp.Answer {
 // Refusals also go to refused (the audit stream), when it is not nil.
 func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refused func(netstack.Refusal), log *zap.Logger) (stop func(), err error) {
 	if files.TUN == nil {
-		log.Warn("network: the server has no network (as with --no-network): the sandbox cannot use /dev/net/tun here; make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network to share the host's, unfiltered",
+		log.Warn("network: the server has no network (as with --no-network): the sandbox cannot use /dev/net/tun here; "+tunFix+" to share the host's, unfiltered",
 			zap.String("error", files.Unavailable))
 		files.Close()
 		return func() {}, nil
