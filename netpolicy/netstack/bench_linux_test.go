@@ -112,49 +112,28 @@ func BenchmarkConnect(b *testing.B) {
 
 // BenchmarkThroughput: 1 GiB from the world per op.
 func BenchmarkThroughput(b *testing.B) {
-	sb := setupBench(b)
-	const size = 1 << 30
-	for _, c := range []struct {
-		name string
-		pid  int
-	}{{"host", hostPID}, {"sandbox", sb.pid}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(size)
-			err := inNS(b, c.pid, func() error {
-				for range b.N {
-					conn, err := net.Dial("tcp4", "203.0.113.1:7001")
-					if err != nil {
-						return err
-					}
-					_, err = io.CopyN(io.Discard, conn, size)
-					conn.Close()
-					if err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
+	throughput(b, func() error { return download("203.0.113.1:7001", benchBytes) })
 }
 
 // BenchmarkThroughputUpload: 1 GiB to the world per op, done when the
 // world has read it all (it closes after EOF).
 func BenchmarkThroughputUpload(b *testing.B) {
+	throughput(b, func() error { return upload("203.0.113.1:7002", benchBytes) })
+}
+
+// throughput runs op (one transfer of benchBytes) b.N times from the
+// host's namespace and from the sandbox's, through the engine's stack.
+func throughput(b *testing.B, op func() error) {
 	sb := setupBench(b)
-	const size = 1 << 30
 	for _, c := range []struct {
 		name string
 		pid  int
 	}{{"host", hostPID}, {"sandbox", sb.pid}} {
 		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(size)
+			b.SetBytes(benchBytes)
 			err := inNS(b, c.pid, func() error {
 				for range b.N {
-					if err := upload("203.0.113.1:7002", size); err != nil {
+					if err := op(); err != nil {
 						return err
 					}
 				}
@@ -199,15 +178,7 @@ func BenchmarkConcurrent200(b *testing.B) {
 			}
 			b.Fatalf("connection %d of %d: %v (engine: %+v)", len(conns)+1, n, d.err, sb.eng.Stats())
 		}
-		var wg sync.WaitGroup
-		for _, c := range conns {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.CopyN(io.Discard, c, 1<<20)
-			}()
-		}
-		wg.Wait()
+		readEach(conns, 1<<20)
 		runtime.ReadMemStats(&during)
 		b.ReportMetric(float64(during.HeapInuse-before.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")

@@ -77,13 +77,7 @@ func clientMain() {
 			}
 		case "download":
 			for range n {
-				c, err := net.Dial("tcp4", addr)
-				if err != nil {
-					return err
-				}
-				_, err = io.CopyN(io.Discard, c, benchBytes)
-				c.Close()
-				if err != nil {
+				if err := download(addr, benchBytes); err != nil {
 					return err
 				}
 			}
@@ -107,15 +101,7 @@ func clientMain() {
 				}
 				conns = append(conns, c)
 			}
-			var wg sync.WaitGroup
-			for _, c := range conns {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, _ = io.CopyN(io.Discard, c, 1<<20)
-				}()
-			}
-			wg.Wait()
+			readEach(conns, 1<<20)
 			// All open and read: the parent measures, then lets go.
 			fmt.Println("open")
 			_, _ = os.Stdin.Read(make([]byte, 1))
@@ -146,6 +132,31 @@ func errName(err error) string {
 		return unix.ErrnoName(en)
 	}
 	return err.Error()
+}
+
+// download reads size bytes from addr.
+func download(addr string, size int) error {
+	c, err := net.Dial("tcp4", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = io.CopyN(io.Discard, c, int64(size))
+	return err
+}
+
+// readEach reads n bytes on each of conns at once, and returns when all
+// are done.
+func readEach(conns []net.Conn, n int64) {
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = io.CopyN(io.Discard, c, n)
+		}()
+	}
+	wg.Wait()
 }
 
 // upload writes size bytes to addr and waits for the world's close after
