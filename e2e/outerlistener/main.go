@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,11 @@ func main() {
 	}
 	filter := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}}
 	prog := unix.SockFprog{Len: 1, Filter: &filter[0]}
+	// no_new_privs is per thread and seccomp(2) without CAP_SYS_ADMIN
+	// checks the calling thread's: both calls must run on one thread,
+	// or an unprivileged run fails with EACCES when the runtime moves
+	// the goroutine between them.
+	runtime.LockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "outerlistener: no_new_privs:", err)
 		os.Exit(2)
