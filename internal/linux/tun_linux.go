@@ -107,36 +107,82 @@ func ConfigureLink(name string, addr netip.Prefix, gw netip.Addr, mtu int) error
 	return addDefaultRoute(gw, ifr.Uint32())
 }
 
-// addDefaultRoute sends RTM_NEWROUTE for 0.0.0.0/0 via gw on interface
-// index oif, and reads the kernel's answer.
+// addDefaultRoute adds the route 0.0.0.0/0 via gw on interface index
+// oif.
 func addDefaultRoute(gw netip.Addr, oif uint32) error {
+	g := gw.As4()
+	body := []byte{unix.AF_INET, 0, 0, 0, unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RT_SCOPE_UNIVERSE, unix.RTN_UNICAST, 0, 0, 0, 0} // struct rtmsg
+	body = append(body, rtattr(unix.RTA_GATEWAY, g[:])...)
+	body = append(body, rtattr(unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, oif))...)
+	return netlinkRequest(unix.RTM_NEWROUTE, body, "RTM_NEWROUTE default via "+gw.String())
+}
+
+// ConfigureLink6 gives interface name, already up (ConfigureLink), the
+// IPv6 address addr (with its prefix), usable at once (no duplicate
+// address detection: nothing else is on the link), and the default
+// route ::/0 on it. A TUN device has no neighbours to find, so the route
+// needs no gateway: every packet is the reader of the queue's.
+func ConfigureLink6(name string, addr netip.Prefix) error {
+	if !addr.Addr().Is6() || addr.Addr().Is4In6() {
+		return fmt.Errorf("configure %s: %s is not IPv6", name, addr)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	err = unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr)
+	unix.Close(fd)
+	if err != nil {
+		return os.NewSyscallError("ioctl(SIOCGIFINDEX) "+name, err)
+	}
+	idx := ifr.Uint32()
+	a := addr.Addr().As16()
+	// struct ifaddrmsg: family, prefix length, flags, scope, index.
+	body := binary.NativeEndian.AppendUint32([]byte{unix.AF_INET6, byte(addr.Bits()), unix.IFA_F_NODAD, unix.RT_SCOPE_UNIVERSE}, idx)
+	body = append(body, rtattr(unix.IFA_LOCAL, a[:])...)
+	body = append(body, rtattr(unix.IFA_ADDRESS, a[:])...)
+	body = append(body, rtattr(unix.IFA_FLAGS, binary.NativeEndian.AppendUint32(nil, unix.IFA_F_NODAD))...)
+	if err := netlinkRequest(unix.RTM_NEWADDR, body, "RTM_NEWADDR "+addr.String()+" on "+name); err != nil {
+		return err
+	}
+	body = []byte{unix.AF_INET6, 0, 0, 0, unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RT_SCOPE_UNIVERSE, unix.RTN_UNICAST, 0, 0, 0, 0} // struct rtmsg, ::/0
+	body = append(body, rtattr(unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, idx))...)
+	return netlinkRequest(unix.RTM_NEWROUTE, body, "RTM_NEWROUTE ::/0 dev "+name)
+}
+
+// rtattr is one netlink route attribute, padded.
+func rtattr(typ uint16, data []byte) []byte {
+	b := make([]byte, unix.SizeofRtAttr, unix.SizeofRtAttr+len(data)+3)
+	binary.NativeEndian.PutUint16(b[0:], uint16(unix.SizeofRtAttr+len(data)))
+	binary.NativeEndian.PutUint16(b[2:], typ)
+	b = append(b, data...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// netlinkRequest sends one NETLINK_ROUTE request of type typ (creating,
+// never replacing) and reads the kernel's answer; what names it in the
+// error.
+func netlinkRequest(typ uint16, body []byte, what string) error {
 	s, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
 		return os.NewSyscallError("socket(NETLINK_ROUTE)", err)
 	}
 	defer unix.Close(s)
-	attr := func(typ uint16, data []byte) []byte {
-		b := make([]byte, unix.SizeofRtAttr, unix.SizeofRtAttr+len(data)+3)
-		binary.NativeEndian.PutUint16(b[0:], uint16(unix.SizeofRtAttr+len(data)))
-		binary.NativeEndian.PutUint16(b[2:], typ)
-		b = append(b, data...)
-		for len(b)%4 != 0 {
-			b = append(b, 0)
-		}
-		return b
-	}
-	g := gw.As4()
-	body := []byte{unix.AF_INET, 0, 0, 0, unix.RT_TABLE_MAIN, unix.RTPROT_BOOT, unix.RT_SCOPE_UNIVERSE, unix.RTN_UNICAST, 0, 0, 0, 0} // struct rtmsg
-	body = append(body, attr(unix.RTA_GATEWAY, g[:])...)
-	body = append(body, attr(unix.RTA_OIF, binary.NativeEndian.AppendUint32(nil, oif))...)
 	msg := make([]byte, unix.SizeofNlMsghdr, unix.SizeofNlMsghdr+len(body))
 	binary.NativeEndian.PutUint32(msg[0:], uint32(unix.SizeofNlMsghdr+len(body)))
-	binary.NativeEndian.PutUint16(msg[4:], unix.RTM_NEWROUTE)
+	binary.NativeEndian.PutUint16(msg[4:], typ)
 	binary.NativeEndian.PutUint16(msg[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
 	binary.NativeEndian.PutUint32(msg[8:], 1)
 	msg = append(msg, body...)
 	if err := unix.Sendto(s, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return os.NewSyscallError("sendto(RTM_NEWROUTE)", err)
+		return os.NewSyscallError("sendto("+what+")", err)
 	}
 	buf := make([]byte, 4096)
 	for {
@@ -151,7 +197,7 @@ func addDefaultRoute(gw netip.Addr, oif uint32) error {
 			l := int(binary.NativeEndian.Uint32(b[0:]))
 			typ := binary.NativeEndian.Uint16(b[4:])
 			if l < unix.SizeofNlMsghdr || l > len(b) {
-				return fmt.Errorf("RTM_NEWROUTE: bad netlink answer")
+				return fmt.Errorf("%s: bad netlink answer", what)
 			}
 			data := b[unix.SizeofNlMsghdr:l]
 			b = b[min((l+3)&^3, len(b)):]
@@ -159,7 +205,7 @@ func addDefaultRoute(gw netip.Addr, oif uint32) error {
 				continue
 			}
 			if code := int32(binary.NativeEndian.Uint32(data)); code != 0 {
-				return os.NewSyscallError("RTM_NEWROUTE default via "+gw.String(), unix.Errno(-code))
+				return os.NewSyscallError(what, unix.Errno(-code))
 			}
 			return nil
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // TestCreateTUN makes a TUN device in a new network namespace of a
-// locked thread and checks the address and the default route.
+// locked thread and checks the addresses and the default routes.
 func TestCreateTUN(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a new network namespace and /dev/net/tun)")
@@ -34,9 +34,13 @@ func TestCreateTUN(t *testing.T) {
 			done <- err.Error()
 			return
 		}
+		if err := ConfigureLink6("rfs0", netip.MustParsePrefix("fd72:6f6f:7466::100/64")); err != nil {
+			done <- err.Error()
+			return
+		}
 		// ip runs in this thread's namespace (fork copies it).
-		out, err := exec.Command("ip", "-4", "addr", "show", "rfs0").CombinedOutput()
-		r, err2 := exec.Command("ip", "-4", "route").CombinedOutput()
+		out, err := exec.Command("ip", "addr", "show", "rfs0").CombinedOutput()
+		r, err2 := exec.Command("sh", "-c", "ip -4 route; ip -6 route").CombinedOutput()
 		if err != nil || err2 != nil {
 			done <- string(out) + string(r)
 			return
@@ -44,7 +48,8 @@ func TestCreateTUN(t *testing.T) {
 		done <- string(out) + string(r)
 	}()
 	got := <-done
-	for _, want := range []string{"inet 10.0.2.100/24", "mtu 65520", "default via 10.0.2.2 dev rfs0", "UP"} {
+	for _, want := range []string{"inet 10.0.2.100/24", "mtu 65520", "default via 10.0.2.2 dev rfs0", "UP",
+		"inet6 fd72:6f6f:7466::100/64 scope global nodad", "default dev rfs0"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
