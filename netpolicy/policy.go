@@ -205,6 +205,9 @@ func (p *Policy) allowFlag() string {
 // was used, else by address; with the port unless q is any port.
 func (p *Policy) hint(q Query, a netip.Addr, sn string) string {
 	host := ""
+	if _, err := netip.ParseAddr(sn); err == nil {
+		sn = "" // an address for a name (HTTP Host: [2001:db8::1]): only an address rule allows it
+	}
 	switch {
 	case a.IsLoopback() && q.Port != 0:
 		host = "localhost"
@@ -252,21 +255,40 @@ var classes = func() []class {
 		mk("240.0.0.0/4", "reserved address (240/4)"),
 		mk("::/128", "unspecified address (the host's own)"),
 		mk("::1/128", "host loopback"),
+		mk("::/96", "IPv4-compatible address (deprecated)"),
 		mk("fc00::/7", "private address (IPv6 ULA)"),
+		mk("fec0::/10", "site-local address (deprecated, private)"),
 		mk("fe80::/10", "link-local address"),
 		mk("ff00::/8", "multicast"),
 	}
 }()
 
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// IPv6 prefixes that carry an IPv4 address, which a host with the
+// translator or tunnel forwards to: NAT64's well-known prefix (the
+// address in the last 32 bits) and 6to4 (in bits 16-47).
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4 = netip.MustParsePrefix("2002::/16")
+)
+
+// embedded4 is the IPv4 address a carries through NAT64 or 6to4, and how.
+func embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), "NAT64", true
+	case sixTo4.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), "6to4", true
+	}
+	return netip.Addr{}, "", false
+}
 
 // nameProof reports whether a is an address no name rule allows: the
 // host's loopback and link-local addresses (the cloud metadata service),
-// also embedded in NAT64.
+// also embedded in NAT64 or 6to4.
 func nameProof(a netip.Addr) bool {
-	if nat64.Contains(a) {
-		b := a.As16()
-		a = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	if v4, _, ok := embedded4(a); ok {
+		a = v4
 	}
 	return a.IsLoopback() || a.IsLinkLocalUnicast()
 }
@@ -280,11 +302,9 @@ func (p *Policy) Classify(a netip.Addr) (name string, refused bool) {
 	if slices.Contains(p.hostAddrs, a) {
 		return "the host's own address", true
 	}
-	if nat64.Contains(a) { // judged as the IPv4 address it carries
-		b := a.As16()
-		v4 := netip.AddrFrom4([4]byte(b[12:]))
+	if v4, how, ok := embedded4(a); ok { // judged as the IPv4 address it carries
 		if n, r := p.Classify(v4); r {
-			return n + " (through NAT64)", true
+			return n + " (through " + how + ")", true
 		}
 	}
 	for _, c := range classes {
