@@ -171,6 +171,74 @@ func TestNetworkHostSide(t *testing.T) {
 	}
 }
 
+// TestNetworkIPv6: where the host routes IPv6, the server's sandbox has
+// it too, under the same policy: curl --noproxy over IPv6 does not reach
+// the host's loopback ([::1]) or its own IPv6 address by default, the
+// refusal names the flag with the address in brackets, and with that
+// flag the host's service answers through rootfs over IPv6. Negative
+// control: with --host-network curl reaches both.
+func TestNetworkIPv6(t *testing.T) {
+	rootfs := buildRootfs(t)
+	naive := buildNaive(t)
+	curl := "/usr/bin/curl"
+	if _, err := os.Stat(curl); err != nil {
+		t.Skip("needs curl in /usr/bin: " + err.Error())
+	}
+	ip := hostIPv6(t)
+	const body = "host-private-service-v6"
+	serve := func(addr string) string {
+		ln, err := net.Listen("tcp6", addr)
+		must(t, err)
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	loop, own := serve("[::1]:0"), serve("["+ip+"]:0")
+	fetch := func(label, url string) step {
+		return call(label, "exec", map[string]any{"argv": []string{curl, "-6", "--noproxy", "*", "-sS", "--max-time", "5", url}})
+	}
+	run := func(flags ...string) *transcript {
+		t.Helper()
+		return runTS(t, wrap(rootfs, flags, naive), scenario{Roots: []mcpRoot{}, Steps: []step{fetch("loop", loop), fetch("own", own)}})
+	}
+	def := run()
+	for _, s := range []string{"loop", "own"} {
+		expect(t, kindContain, "the default policy keeps curl -6 from the host's "+s+" service", !strings.Contains(def.step(t, s).Text, body), "%s", def.step(t, s))
+	}
+	ownHost := strings.TrimPrefix(own, "http://")
+	expect(t, kindWorks, "an IPv6 refusal names the flag with the address in brackets", strings.Contains(def.stderr, "--allow-net "+ownHost),
+		"stderr:\n%s", def.stderr)
+
+	allowed := run("--allow-net", ownHost)
+	expect(t, kindWorks, "--allow-net [ADDR]:PORT lets the server reach it over IPv6", strings.Contains(allowed.step(t, "own").Text, body), "%s\nstderr:\n%s", allowed.step(t, "own"), allowed.stderr)
+	expect(t, kindContain, "--allow-net [ADDR]:PORT shows nothing else of the host's private side", !strings.Contains(allowed.step(t, "loop").Text, body), "%s", allowed.step(t, "loop"))
+
+	opt := run("--host-network")
+	for _, s := range []string{"loop", "own"} {
+		expect(t, kindControl, "with --host-network curl -6 reaches the host's "+s+" service", strings.Contains(opt.step(t, s).Text, body), "%s", opt.step(t, s))
+	}
+}
+
+// hostIPv6 is an IPv6 address of this host's own, not loopback or
+// link-local, on a host that routes IPv6 (where rootfs gives the sandbox
+// IPv6), or the test skips.
+func hostIPv6(t *testing.T) string {
+	t.Helper()
+	c, err := net.Dial("udp6", "[2001:4860:4860::8888]:53")
+	if err != nil {
+		t.Skip("this host has no IPv6 route, so rootfs gives the sandbox none: " + err.Error())
+	}
+	defer c.Close()
+	a := c.LocalAddr().(*net.UDPAddr)
+	if a.IP.IsLinkLocalUnicast() || a.IP.IsLoopback() {
+		t.Skip("this host routes IPv6 only from a link-local address, so rootfs gives the sandbox none")
+	}
+	return a.IP.String()
+}
+
 // TestVSCodeSandboxWrapStarts: a VS Code server with its own sandbox
 // ("sandboxEnabled" and sandbox.network.allowedDomains) wrapped by rootfs
 // wrap starts as VS Code starts it and works in its project, VS Code's

@@ -13,6 +13,9 @@ type NetFiles struct {
 	// Relay is a listening socket at 127.0.0.1 inside the sandbox, any
 	// port, for the fast path (netstack.Engine.ServeRelay); with TUN.
 	Relay *os.File
+	// IPv6 says the sandbox has NetSpec.Addr6 and its route: its IPv6
+	// packets come through TUN too.
+	IPv6 bool
 	// Local are listening sockets of the sandbox's loopback, one or two
 	// per NetSpec.LocalPorts entry.
 	Local []LocalListener

@@ -33,6 +33,7 @@ import (
 type netHandover struct {
 	Ports []uint16 `json:"ports,omitempty"` // of the listeners after the TUN and the relay, in order
 	Err   string   `json:"err,omitempty"`   // no device: why
+	IPv6  bool     `json:"ipv6,omitempty"`  // NetSpec.Addr6 is configured
 }
 
 // setupNet is P2's part: it builds the link and sends its descriptors. It
@@ -52,6 +53,10 @@ func setupNet(n *NetSpec, sock int) (bool, error) {
 	if err := linux.ConfigureLink(n.Device, n.Addr, n.Gateway, n.MTU); err != nil {
 		return false, fmt.Errorf("network: %w", err)
 	}
+	// IPv6 where asked and the kernel has it (not with ipv6.disable=1, or
+	// disable_ipv6 set for new namespaces): else the sandbox stays IPv4
+	// only and P1 answers no AAAA, as on a host without IPv6.
+	v6 := n.Addr6.IsValid() && linux.ConfigureLink6(n.Device, n.Addr6) == nil
 	fds := []int{int(tun.Fd())}
 	var ports []uint16
 	defer func() {
@@ -76,7 +81,7 @@ func setupNet(n *NetSpec, sock int) (bool, error) {
 			fds, ports = append(fds, fd), append(ports, p)
 		}
 	}
-	if err := sendHandover(sock, netHandover{Ports: ports}, fds...); err != nil {
+	if err := sendHandover(sock, netHandover{Ports: ports, IPv6: v6}, fds...); err != nil {
 		return false, fmt.Errorf("network: hand the device to rootfs: %w", err)
 	}
 	return true, nil
@@ -122,7 +127,7 @@ func recvNetFiles(sock *os.File) (*NetFiles, error) {
 	if h.Err != "" {
 		return &NetFiles{Unavailable: h.Err}, nil
 	}
-	f := &NetFiles{TUN: os.NewFile(uintptr(fds[0]), "tun"), Relay: os.NewFile(uintptr(fds[1]), "relay")}
+	f := &NetFiles{TUN: os.NewFile(uintptr(fds[0]), "tun"), Relay: os.NewFile(uintptr(fds[1]), "relay"), IPv6: h.IPv6}
 	for i, p := range h.Ports {
 		f.Local = append(f.Local, LocalListener{Port: p, File: os.NewFile(uintptr(fds[i+2]), fmt.Sprintf("localhost:%d", p))})
 	}

@@ -66,8 +66,27 @@ func netSpec(p *netpolicy.Policy) *mountmgr.NetSpec {
 	if p == nil {
 		return nil
 	}
-	return &mountmgr.NetSpec{Device: netstack.DeviceName, Addr: netstack.SandboxAddr, Gateway: netstack.Gateway,
+	n := &mountmgr.NetSpec{Device: netstack.DeviceName, Addr: netstack.SandboxAddr, Gateway: netstack.Gateway,
 		MTU: netstack.MTU, LocalPorts: p.LocalPorts()}
+	if hostRoutesIPv6() {
+		n.Addr6 = netstack.SandboxAddr6
+	}
+	return n
+}
+
+// hostRoutesIPv6 says whether the host has a route to the IPv6 internet
+// from an address that is not link-local: only then does the sandbox get
+// IPv6, so that a client never prefers an address rootfs cannot reach.
+// Connecting a UDP socket sends nothing; it only asks the kernel for the
+// route and the source address.
+func hostRoutesIPv6() bool {
+	c, err := net.Dial("udp6", "[2001:4860:4860::8888]:53")
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	a, ok := c.LocalAddr().(*net.UDPAddr)
+	return ok && a.IP.To4() == nil && !a.IP.IsLinkLocalUnicast() && !a.IP.IsLoopback()
 }
 
 // noNetworkNote is added to the error a client sees when the server ended

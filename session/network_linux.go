@@ -43,7 +43,7 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 		files.Close()
 		return nil, err
 	}
-	eng, err := netstack.New(files.TUN, netstack.Options{Policy: pol, Logger: log, Refused: refused, Upstream: o.DNS})
+	eng, err := netstack.New(files.TUN, netstack.Options{Policy: pol, Logger: log, Refused: refused, Upstream: o.DNS, IPv6: files.IPv6})
 	if err != nil {
 		files.Close()
 		return nil, err
@@ -77,7 +77,7 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 	go func() {
 		for _, r := range pol.NameRules() {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			if _, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", r.Name); err != nil {
+			if _, err := net.DefaultResolver.LookupNetIP(ctx, "ip", r.Name); err != nil {
 				log.Warn("network: an allowed name does not resolve now", zap.String("rule", r.Text), zap.Error(err))
 			}
 			cancel()

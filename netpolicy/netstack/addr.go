@@ -9,10 +9,14 @@
 // # Addresses
 //
 // The sandbox's side of the link is [SandboxAddr]/24, its default route
-// and only resolver are [Gateway]; IPv4 only, so one family's answers are
-// recorded and judged (AAAA questions are answered with no address, and
-// clients fall back at once). Everything the sandbox sends to the link is
-// the engine's, whatever its destination (the NIC is promiscuous).
+// and only resolver are [Gateway]. Where the host can reach IPv6
+// (Options.IPv6), the sandbox also has [SandboxAddr6], with the link as
+// its IPv6 default route, and AAAA answers are recorded and judged as A
+// answers are; else AAAA questions are answered with no address, and
+// clients use IPv4 at once. The sandbox's IPv6 address is a ULA, so
+// address selection (RFC 6724) prefers IPv4 where a name has both, and
+// IPv6 carries what only IPv6 reaches. Everything the sandbox sends to the
+// link is the engine's, whatever its destination (the NIC is promiscuous).
 //
 // # TCP
 //
@@ -30,10 +34,12 @@
 // Queries to Gateway:53 (UDP) are answered by asking the upstream resolver
 // (Options.Upstream, by default the host's first nameserver) from P1. A
 // name the policy refuses is not asked at all (MayResolve) and gets
-// NXDOMAIN; an answer's A records are kept only when allowed
+// NXDOMAIN; an answer's A (and AAAA) records are kept only when allowed
 // (DecideName), and an answer left with none is NXDOMAIN (rebinding to
 // 127.0.0.1 or the metadata address is refused here, and again by address
-// if the address is used without DNS).
+// if the address is used without DNS); an AAAA answer left with none has
+// no address instead, since a resolver asking both at once (musl) takes
+// either NXDOMAIN for the name's end.
 package netstack
 
 import "net/netip"
@@ -45,6 +51,11 @@ var (
 	SandboxAddr = netip.MustParsePrefix("10.0.2.100/24")
 	// Gateway is the sandbox's default route and DNS server: the engine.
 	Gateway = netip.MustParseAddr("10.0.2.2")
+	// SandboxAddr6 is the sandbox's IPv6 address on its TUN device: a
+	// unique local address (fc00::/7, which the policy refuses as a
+	// destination) of rootfs's own /48 ("rootf" in its global ID), so it
+	// stands for no host's LAN.
+	SandboxAddr6 = netip.MustParsePrefix("fd72:6f6f:7466::100/64")
 )
 
 // MTU of the link: large, as slirp4netns and pasta use, so a bulk

@@ -20,6 +20,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/link/fdbased"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	"gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
@@ -63,6 +64,10 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MaxFlows: DefaultMaxFlows when 0.
 	MaxFlows int
+	// IPv6 says the sandbox has SandboxAddr6 and P1 can reach IPv6:
+	// AAAA questions are then asked upstream and their answers judged
+	// and recorded; without it they get no address.
+	IPv6 bool
 	// Refused, when not nil, is given every refusal (the session's audit
 	// stream), without the rate limit of the log lines. It must not block.
 	Refused func(Refusal)
@@ -84,6 +89,7 @@ type Engine struct {
 	log      *zap.Logger
 	ref      *refusals
 	upstream string
+	ipv6     bool
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	flows    chan struct{} // semaphore of MaxFlows
 	dnsSem   chan struct{}
@@ -146,11 +152,11 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		o.Upstream = net.JoinHostPort(cfg.Servers[0], cfg.Port)
 	}
 	e := &Engine{pol: o.Policy, table: o.Table, log: o.Logger, ref: newRefusals(o.Logger, o.Refused), upstream: o.Upstream,
-		dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun}}
+		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 
 	s := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol},
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol},
 	})
 	var err error
@@ -191,8 +197,8 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	// Every destination is ours: the sandbox has no other way out.
 	s.SetPromiscuousMode(nicID, true)
 	s.SetSpoofing(nicID, true)
-	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}})
-	e.log.Debug("network: engine started", zap.String("gateway", Gateway.String()), zap.String("dns_upstream", e.upstream))
+	s.SetRouteTable([]tcpip.Route{{Destination: header.IPv4EmptySubnet, NIC: nicID}, {Destination: header.IPv6EmptySubnet, NIC: nicID}})
+	e.log.Debug("network: engine started", zap.String("gateway", Gateway.String()), zap.String("dns_upstream", e.upstream), zap.Bool("ipv6", e.ipv6))
 	return e, nil
 }
 
@@ -572,7 +578,7 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		e.ref.refuse("dns", name, d)
 		return reply(dns.RcodeNameError)
 	}
-	if qn.Qtype == dns.TypeAAAA { // IPv4 only inside: no address, at once
+	if qn.Qtype == dns.TypeAAAA && !e.ipv6 { // IPv4 only inside: no address, at once
 		e.n.dnsAnswered.Add(1)
 		return reply(dns.RcodeSuccess)
 	}
@@ -604,26 +610,40 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 			if a, ok := netip.AddrFromSlice(rr.A.To4()); ok {
 				addrs = append(addrs, a)
 			}
+		case *dns.AAAA:
+			if a, ok := netip.AddrFromSlice(rr.AAAA.To16()); ok && e.ipv6 {
+				addrs = append(addrs, a.Unmap()) // as the sandbox's kernel connects to it
+			}
 		}
 	}
 	keep, d := e.pol.DecideName(name, addrs)
 	if !d.Allow {
 		e.ref.refuse("dns", name, d)
+		if qn.Qtype == dns.TypeAAAA && len(addrs) > 0 {
+			// No address rather than no name: a resolver that asks A
+			// and AAAA at once (musl) takes NXDOMAIN on either for the
+			// name's end, and the A answer may be allowed.
+			return reply(dns.RcodeSuccess)
+		}
 		return reply(dns.RcodeNameError)
 	}
 	if len(addrs) > 0 {
 		kept := resp.Answer[:0]
 		for _, rr := range resp.Answer {
-			if a, ok := rr.(*dns.A); ok {
-				ip, _ := netip.AddrFromSlice(a.A.To4())
-				if !containsAddr(keep, ip) {
-					continue
-				}
-			}
-			if _, ok := rr.(*dns.AAAA); ok {
+			var ip netip.Addr
+			switch rr := rr.(type) {
+			case *dns.A:
+				ip, _ = netip.AddrFromSlice(rr.A.To4())
+			case *dns.AAAA:
+				ip, _ = netip.AddrFromSlice(rr.AAAA.To16())
+				ip = ip.Unmap()
+			default:
+				kept = append(kept, rr)
 				continue
 			}
-			kept = append(kept, rr)
+			if containsAddr(keep, ip) {
+				kept = append(kept, rr)
+			}
 		}
 		resp.Answer = kept
 		for _, n := range chain {

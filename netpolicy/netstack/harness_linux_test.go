@@ -41,7 +41,11 @@ import (
 //	                                                                   169.254.169.254/16 "metadata"
 //
 // World serves HTTP on :80 (all its addresses), HTTPS on :443, UDP echo
-// on :4433.
+// on :4433. IPv6 stands beside it: h0 2001:db8:51::2/64 (the host's own,
+// a service on [::]:8080, and [::1]:5432 on its loopback), w0
+// 2001:db8:51::1/64 with 2001:db8:113::1 "the internet", fd12:3456:789a::1
+// "a LAN" and fd00:ec2::254 "metadata" (the address of AWS's), HTTP on
+// [::]:80; the sandbox's rfs0 has SandboxAddr6.
 const (
 	envChild  = "ROOTFS_NETTEST_CHILD"
 	envUserns = "ROOTFS_NETTEST_USERNS"
@@ -57,6 +61,12 @@ var (
 	lan      = netip.MustParseAddr("192.168.77.1")
 	metadata = netip.MustParseAddr("169.254.169.254")
 	hostAddr = netip.MustParseAddr("198.51.100.2")
+
+	internet6  = netip.MustParseAddr("2001:db8:113::1")
+	lan6       = netip.MustParseAddr("fd12:3456:789a::1")
+	metadata6  = netip.MustParseAddr("fd00:ec2::254")
+	hostAddr6  = netip.MustParseAddr("2001:db8:51::2")
+	worldLink6 = netip.MustParseAddr("2001:db8:51::1")
 )
 
 func TestMain(m *testing.M) {
@@ -219,18 +229,30 @@ func setupWorld(t testing.TB) *world {
 		{"addr", "add", lan.String() + "/24", "dev", "w0"},
 		{"addr", "add", metadata.String() + "/16", "dev", "w0"},
 		{"link", "set", "w0", "up"},
+		{"-6", "addr", "add", worldLink6.String() + "/64", "dev", "w0", "nodad"},
+		{"-6", "addr", "add", internet6.String() + "/64", "dev", "w0", "nodad"},
+		{"-6", "addr", "add", lan6.String() + "/64", "dev", "w0", "nodad"},
+		{"-6", "addr", "add", metadata6.String() + "/128", "dev", "w0", "nodad"},
 	} {
 		run(t, "nsenter", append([]string{"-t", p, "-n", "ip"}, args...)...)
 	}
+	run(t, "ip", "-6", "addr", "add", hostAddr6.String()+"/64", "dev", "h0", "nodad")
+	run(t, "ip", "-6", "route", "add", "default", "via", worldLink6.String())
 	// The world's services.
 	inNS(t, w.pid, func() error {
 		l, err := net.Listen("tcp4", ":80")
 		if err != nil {
 			t.Fatal(err)
 		}
-		go http.Serve(l, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		world := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(rw, "world %s host %s\n", r.Context().Value(http.LocalAddrContextKey), r.Host)
-		}))
+		})
+		go http.Serve(l, world)
+		l6, err := net.Listen("tcp6", "[::]:80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go http.Serve(l6, world)
 		lt, err := net.Listen("tcp4", ":443")
 		if err != nil {
 			t.Fatal(err)
@@ -268,8 +290,12 @@ func setupWorld(t testing.TB) *world {
 		return nil
 	})
 	// The host's own: a loopback "database" and a service on every address.
-	for _, a := range []string{"127.0.0.1:5432", ":8080"} {
-		l, err := net.Listen("tcp4", a)
+	for _, a := range []string{"127.0.0.1:5432", ":8080", "[::1]:5432", "[::]:8080"} {
+		network := "tcp4"
+		if strings.HasPrefix(a, "[") {
+			network = "tcp6"
+		}
+		l, err := net.Listen(network, a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,6 +337,18 @@ var records = map[string][]string{
 	"mixed.test.":          {"192.168.77.1", "203.0.113.1"},
 }
 
+// records6 are the test zone's AAAA records.
+var records6 = map[string][]string{
+	"www.internet.test.":    {"2001:db8:113::1"},
+	"v6only.internet.test.": {"2001:db8:113::1"},
+	"lan6.test.":            {"fd12:3456:789a::1"},
+	"rebind6-lo.test.":      {"::1"},
+	"rebind6-meta.test.":    {"fd00:ec2::254"},
+	"rebind6-mapped.test.":  {"::ffff:127.0.0.1"},
+	"rebind6-nat64.test.":   {"64:ff9b::a9fe:a9fe"},
+	"mixed6.test.":          {"fd12:3456:789a::1", "2001:db8:113::1"},
+}
+
 func init() {
 	for i := range 60 { // an answer larger than 512 bytes
 		records["big.test."] = append(records["big.test."], fmt.Sprintf("203.0.113.%d", 100+i))
@@ -332,12 +370,18 @@ func zone(w dns.ResponseWriter, r *dns.Msg) {
 	}()
 	q := r.Question[0]
 	addrs, ok := records[strings.ToLower(q.Name)]
-	if !ok {
+	addrs6, ok6 := records6[strings.ToLower(q.Name)]
+	if !ok && !ok6 {
 		m.Rcode = dns.RcodeNameError
 	}
-	if q.Qtype == dns.TypeA {
+	switch q.Qtype {
+	case dns.TypeA:
 		for _, a := range addrs {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})
+		}
+	case dns.TypeAAAA:
+		for _, a := range addrs6 {
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: net.ParseIP(a)})
 		}
 	}
 }
@@ -371,8 +415,15 @@ func newSandbox(t testing.TB, o netpolicy.Options) *sandbox { return newSandboxM
 // engine serves the fast path's relay listener in every mode.
 func newSandboxMode(t testing.TB, o netpolicy.Options, mode dialMode) *sandbox {
 	t.Helper()
+	return newSandboxFamilies(t, o, mode, true)
+}
+
+// newSandboxFamilies is newSandboxMode with the engine's IPv6 as ipv6
+// says (the sandbox has its IPv6 address either way).
+func newSandboxFamilies(t testing.TB, o netpolicy.Options, mode dialMode, ipv6 bool) *sandbox {
+	t.Helper()
 	setupWorld(t)
-	o.HostAddrs = append(o.HostAddrs, hostAddr)
+	o.HostAddrs = append(o.HostAddrs, hostAddr, hostAddr6)
 	pol, err := netpolicy.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -395,6 +446,9 @@ func newSandboxMode(t testing.TB, o netpolicy.Options, mode dialMode) *sandbox {
 		if err := linux.ConfigureLink(DeviceName, SandboxAddr, Gateway, MTU); err != nil {
 			return made{err: err}
 		}
+		if err := linux.ConfigureLink6(DeviceName, SandboxAddr6); err != nil {
+			return made{err: err}
+		}
 		relay, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
 			return made{err: err}
@@ -412,7 +466,7 @@ func newSandboxMode(t testing.TB, o netpolicy.Options, mode dialMode) *sandbox {
 	if m.err != nil {
 		t.Fatal(m.err)
 	}
-	eng, err := New(m.tun, Options{Policy: pol, Logger: testLogger(t), Upstream: dnsAddr.String() + ":53"})
+	eng, err := New(m.tun, Options{Policy: pol, Logger: testLogger(t), Upstream: dnsAddr.String() + ":53", IPv6: ipv6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,10 +498,13 @@ func (r result) String() string {
 
 // resolve asks the sandbox's resolver (the gateway) for name's A records,
 // from inside the sandbox. The error is the rcode for a refusal.
-func resolve(name string) ([]string, error) {
+func resolve(name string) ([]string, error) { return resolveType(name, dns.TypeA) }
+
+// resolveType is resolve for qtype's records (A or AAAA).
+func resolveType(name string, qtype uint16) ([]string, error) {
 	c := &dns.Client{Timeout: 3 * time.Second}
 	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	m.SetQuestion(dns.Fqdn(name), qtype)
 	r, _, err := c.Exchange(m, Gateway.String()+":53")
 	if err != nil {
 		return nil, err
@@ -457,8 +514,11 @@ func resolve(name string) ([]string, error) {
 	}
 	var out []string
 	for _, rr := range r.Answer {
-		if a, ok := rr.(*dns.A); ok {
+		switch a := rr.(type) {
+		case *dns.A:
 			out = append(out, a.A.String())
+		case *dns.AAAA:
+			out = append(out, a.AAAA.String())
 		}
 	}
 	return out, nil
@@ -469,6 +529,11 @@ func resolve(name string) ([]string, error) {
 // sb is nil; or ADDR:PORT), speaks HTTP (or TLS with SNI sni when tlsName
 // is set) and returns the first line.
 func attempt(t *testing.T, sb *sandbox, dst string, sni string) result {
+	return attemptFamily(t, sb, dst, sni, false)
+}
+
+// attemptFamily is attempt, by a name's AAAA records when six is set.
+func attemptFamily(t *testing.T, sb *sandbox, dst string, sni string, six bool) result {
 	pid, sandboxed, dial := hostPID, false, hostDial
 	if sb != nil {
 		pid, sandboxed, dial = sb.pid, true, sb.dial
@@ -477,13 +542,18 @@ func attempt(t *testing.T, sb *sandbox, dst string, sni string) result {
 		host, port, _ := net.SplitHostPort(dst)
 		if _, err := netip.ParseAddr(host); err != nil {
 			var addrs []string
-			if sandboxed {
+			switch {
+			case sandboxed && six:
+				addrs, err = resolveType(host, dns.TypeAAAA)
+			case sandboxed:
 				addrs, err = resolve(host)
-				if err != nil {
-					return result{err: err}
-				}
-			} else {
-				addrs = records[dns.Fqdn(host)]
+			case six:
+				addrs, err = records6[dns.Fqdn(host)], nil
+			default:
+				addrs, err = records[dns.Fqdn(host)], nil
+			}
+			if err != nil {
+				return result{err: err}
 			}
 			if len(addrs) == 0 {
 				return result{err: fmt.Errorf("no address")}
@@ -502,7 +572,7 @@ func attempt(t *testing.T, sb *sandbox, dst string, sni string) result {
 	})
 }
 
-func hostDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp4", addr, 3*time.Second) }
+func hostDial(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, 3*time.Second) }
 
 // dial connects to addr (ADDR:PORT) from the calling thread, which is in
 // the sandbox's namespace, as sb.mode says. The fast path is offered the
@@ -516,14 +586,17 @@ func (sb *sandbox) dial(addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
+	if ap.Addr().Is4() {
+		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	if sb.mode == viaFastNonblocking {
 		unix.SetNonblock(fd, true)
 	}
-	sa := &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
 	dup, err := unix.Dup(fd)
 	if err != nil {
 		unix.Close(fd)
@@ -575,6 +648,9 @@ func connect(dial func(string) (net.Conn, error), addr, host, sni string) result
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	if port == "80" {
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]" // as clients send an IPv6 address
+		}
 		fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", host)
 	}
 	return readResult(c)

@@ -20,6 +20,10 @@ type NetSpec struct {
 	Addr netip.Prefix `json:"addr"`
 	// Gateway is the default route and the only nameserver.
 	Gateway netip.Addr `json:"gateway"`
+	// Addr6, when valid, is the sandbox's IPv6 address and prefix on
+	// Device, whose IPv6 default route is then Device itself; the zero
+	// value leaves the sandbox IPv4 only.
+	Addr6 netip.Prefix `json:"addr6,omitzero"`
 	// MTU of Device.
 	MTU int `json:"mtu"`
 	// LocalPorts are listened on at 127.0.0.1 (and [::1] where the
@@ -34,6 +38,9 @@ const MaxLocalPorts = 100
 func (n *NetSpec) validate() error {
 	if n.Device == "" || len(n.Device) > 15 || !n.Addr.Addr().Is4() || !n.Gateway.Is4() || !n.Addr.Contains(n.Gateway) || n.MTU < 576 || n.MTU > 65535 {
 		return fmt.Errorf("%w: network: device %q, address %s, gateway %s, MTU %d", ErrBadSpec, n.Device, n.Addr, n.Gateway, n.MTU)
+	}
+	if n.Addr6.IsValid() && (!n.Addr6.Addr().Is6() || n.Addr6.Addr().Is4In6() || n.Addr6.Addr().Zone() != "") {
+		return fmt.Errorf("%w: network: IPv6 address %s", ErrBadSpec, n.Addr6)
 	}
 	if len(n.LocalPorts) > MaxLocalPorts {
 		return fmt.Errorf("%w: network: more than %d localhost ports", ErrBadSpec, MaxLocalPorts)
