@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -627,25 +628,43 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		}
 		return reply(dns.RcodeNameError)
 	}
-	if len(addrs) > 0 {
-		kept := resp.Answer[:0]
-		for _, rr := range resp.Answer {
-			var ip netip.Addr
-			switch rr := rr.(type) {
-			case *dns.A:
-				ip, _ = netip.AddrFromSlice(rr.A.To4())
-			case *dns.AAAA:
-				ip, _ = netip.AddrFromSlice(rr.AAAA.To16())
-				ip = ip.Unmap()
-			default:
-				kept = append(kept, rr)
-				continue
-			}
-			if containsAddr(keep, ip) {
-				kept = append(kept, rr)
-			}
+	// Only addresses the policy kept reach the sandbox: in the answer
+	// (whatever the question's type), in service bindings' hints, and
+	// none from the additional section, which a stub resolver may take.
+	kept := resp.Answer[:0]
+	for _, rr := range resp.Answer {
+		var ip netip.Addr
+		switch rr := rr.(type) {
+		case *dns.A:
+			ip, _ = netip.AddrFromSlice(rr.A.To4())
+		case *dns.AAAA:
+			ip, _ = netip.AddrFromSlice(rr.AAAA.To16())
+			ip = ip.Unmap()
+		case *dns.SVCB:
+			keep = append(keep, e.hints(name, &rr.Value)...)
+			kept = append(kept, rr)
+			continue
+		case *dns.HTTPS:
+			keep = append(keep, e.hints(name, &rr.Value)...)
+			kept = append(kept, rr)
+			continue
+		default:
+			kept = append(kept, rr)
+			continue
 		}
-		resp.Answer = kept
+		if containsAddr(keep, ip) {
+			kept = append(kept, rr)
+		}
+	}
+	resp.Answer = kept
+	resp.Extra = slices.DeleteFunc(resp.Extra, func(rr dns.RR) bool {
+		switch rr.(type) {
+		case *dns.A, *dns.AAAA, *dns.SVCB, *dns.HTTPS:
+			return true
+		}
+		return false
+	})
+	if len(keep) > 0 {
 		for _, n := range chain {
 			e.table.Add(n, keep)
 		}
@@ -663,6 +682,42 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		return reply(dns.RcodeServerFailure)
 	}
 	return b
+}
+
+// hints keeps, in a service binding's (SVCB, HTTPS) ipv4hint and
+// ipv6hint, the addresses the policy allows for name (clients that read
+// these records connect to them instead of asking A and AAAA) and
+// returns them; ipv6hint goes without IPv6. A hint left empty goes.
+func (e *Engine) hints(name string, kvs *[]dns.SVCBKeyValue) []netip.Addr {
+	var all []netip.Addr
+	*kvs = slices.DeleteFunc(*kvs, func(kv dns.SVCBKeyValue) bool {
+		var list *[]net.IP
+		switch kv := kv.(type) {
+		case *dns.SVCBIPv4Hint:
+			list = &kv.Hint
+		case *dns.SVCBIPv6Hint:
+			if !e.ipv6 {
+				return true
+			}
+			list = &kv.Hint
+		default:
+			return false
+		}
+		var addrs []netip.Addr
+		for _, ip := range *list {
+			if a, ok := netip.AddrFromSlice(ip); ok {
+				addrs = append(addrs, a.Unmap())
+			}
+		}
+		keep, _ := e.pol.DecideName(name, addrs)
+		*list = slices.DeleteFunc(*list, func(ip net.IP) bool {
+			a, _ := netip.AddrFromSlice(ip)
+			return !containsAddr(keep, a.Unmap())
+		})
+		all = append(all, keep...)
+		return len(*list) == 0
+	})
+	return all
 }
 
 func containsAddr(list []netip.Addr, a netip.Addr) bool {

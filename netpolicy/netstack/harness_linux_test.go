@@ -315,6 +315,13 @@ func anchorForever(t testing.TB) int {
 	return cmd.Process.Pid
 }
 
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
 func serveLine(l net.Listener, line string) {
 	for {
 		c, err := l.Accept()
@@ -349,7 +356,16 @@ var records6 = map[string][]string{
 	"mixed6.test.":          {"fd12:3456:789a::1", "2001:db8:113::1"},
 }
 
+// httpsRecords are the test zone's HTTPS records (service bindings),
+// with hints; extra.test's A answer carries an additional record.
+var httpsRecords = map[string]string{
+	"www.internet.test.":      `www.internet.test. 60 IN HTTPS 1 . alpn="h2" ipv4hint="203.0.113.1,127.0.0.1,169.254.169.254" ipv6hint="2001:db8:113::1,::1,fd00:ec2::254"`,
+	"hintonly.internet.test.": `hintonly.internet.test. 60 IN HTTPS 1 . ipv4hint="203.0.113.1"`,
+	"rebind-hint.test.":       `rebind-hint.test. 60 IN HTTPS 1 . ipv4hint="127.0.0.1"`,
+}
+
 func init() {
+	records["extra.test."] = []string{"203.0.113.1"}
 	for i := range 60 { // an answer larger than 512 bytes
 		records["big.test."] = append(records["big.test."], fmt.Sprintf("203.0.113.%d", 100+i))
 	}
@@ -371,10 +387,18 @@ func zone(w dns.ResponseWriter, r *dns.Msg) {
 	q := r.Question[0]
 	addrs, ok := records[strings.ToLower(q.Name)]
 	addrs6, ok6 := records6[strings.ToLower(q.Name)]
-	if !ok && !ok6 {
+	https, okH := httpsRecords[strings.ToLower(q.Name)]
+	if !ok && !ok6 && !okH {
 		m.Rcode = dns.RcodeNameError
 	}
+	if strings.EqualFold(q.Name, "extra.test.") {
+		m.Extra = append(m.Extra, &dns.A{Hdr: dns.RR_Header{Name: "db.extra.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("127.0.0.1")})
+	}
 	switch q.Qtype {
+	case dns.TypeHTTPS:
+		if okH {
+			m.Answer = append(m.Answer, must(dns.NewRR(https)))
+		}
 	case dns.TypeA:
 		for _, a := range addrs {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(a)})

@@ -1,0 +1,130 @@
+package netstack
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// exchange asks the sandbox's resolver one question from inside the
+// sandbox and returns the whole answer.
+func exchange(name string, qtype uint16) (*dns.Msg, error) {
+	c := &dns.Client{Timeout: 3 * time.Second}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	m.SetEdns0(4096, false)
+	r, _, err := c.Exchange(m, Gateway.String()+":53")
+	return r, err
+}
+
+// hintsOf lists the hints of the answer's HTTPS records, in order.
+func hintsOf(r *dns.Msg) []string {
+	var out []string
+	for _, rr := range r.Answer {
+		h, ok := rr.(*dns.HTTPS)
+		if !ok {
+			continue
+		}
+		for _, kv := range h.Value {
+			switch kv := kv.(type) {
+			case *dns.SVCBIPv4Hint:
+				for _, ip := range kv.Hint {
+					out = append(out, ip.String())
+				}
+			case *dns.SVCBIPv6Hint:
+				for _, ip := range kv.Hint {
+					out = append(out, ip.String())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestServiceBindingHints: the addresses an HTTPS record hints at (which
+// clients that read these records connect to without asking A or AAAA)
+// are judged as answers' addresses are: the host's loopback and the
+// metadata address leave the hints, IPv6 hints go when the sandbox has no
+// IPv6, the kept ones are remembered for the name, and address records in
+// the additional section never reach the sandbox. The control for each
+// is the test zone's own answer, which has them.
+func TestServiceBindingHints(t *testing.T) {
+	setupWorld(t)
+	for _, v6 := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ipv6=%v", v6), func(t *testing.T) {
+			sb := newSandboxFamilies(t, netpolicy.Options{}, viaStack, v6)
+			got := inNS(t, sb.pid, func() []string {
+				r, err := exchange("www.internet.test", dns.TypeHTTPS)
+				if err != nil {
+					return []string{err.Error()}
+				}
+				return hintsOf(r)
+			})
+			want := []string{"203.0.113.1", "2001:db8:113::1"}
+			if !v6 {
+				want = want[:1]
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("hints through rootfs %q, want %q", got, want)
+			}
+		})
+	}
+	control := inNS(t, hostPID, func() []string {
+		r, _, err := (&dns.Client{Timeout: 3 * time.Second}).Exchange(new(dns.Msg).SetQuestion("www.internet.test.", dns.TypeHTTPS), dnsAddr.String()+":53")
+		if err != nil {
+			return []string{err.Error()}
+		}
+		return hintsOf(r)
+	})
+	if len(control) != 6 {
+		t.Errorf("control: the zone's own hints %q, want all 6", control)
+	}
+
+	t.Run("a name known by its hint alone", func(t *testing.T) {
+		sb := newSandbox(t, netpolicy.Options{Only: []string{"hintonly.internet.test"}})
+		get := func() result {
+			return inNS(t, sb.pid, func() result { return connect(hostDial, "203.0.113.1:80", "hintonly.internet.test", "") })
+		}
+		if r := get(); r.reached() {
+			t.Fatalf("before the HTTPS question (control): %v; want refused, the address is not known by the name yet", r)
+		}
+		inNS(t, sb.pid, func() error { _, err := exchange("hintonly.internet.test", dns.TypeHTTPS); return err })
+		if r := get(); !r.reached() || !strings.Contains(r.line, "host hintonly.internet.test") {
+			t.Errorf("after it: %v; want the world, by the hinted address", r)
+		}
+	})
+
+	t.Run("rebinding by a hint", func(t *testing.T) {
+		sb := newSandbox(t, netpolicy.Options{})
+		r := inNS(t, sb.pid, func() *dns.Msg { r, _ := exchange("rebind-hint.test", dns.TypeHTTPS); return r })
+		if r == nil || len(hintsOf(r)) != 0 {
+			t.Errorf("answer %v; want no hint left", r)
+		}
+	})
+
+	t.Run("no addresses in the additional section", func(t *testing.T) {
+		sb := newSandbox(t, netpolicy.Options{})
+		r := inNS(t, sb.pid, func() *dns.Msg { r, _ := exchange("extra.test", dns.TypeA); return r })
+		if r == nil || len(r.Answer) != 1 {
+			t.Fatalf("answer %v; want extra.test's one A record", r)
+		}
+		for _, rr := range r.Extra {
+			if _, ok := rr.(*dns.A); ok {
+				t.Errorf("additional section reached the sandbox: %v", rr)
+			}
+		}
+		c := inNS(t, hostPID, func() *dns.Msg {
+			r, _, _ := (&dns.Client{Timeout: 3 * time.Second}).Exchange(new(dns.Msg).SetQuestion("extra.test.", dns.TypeA), dnsAddr.String()+":53")
+			return r
+		})
+		if c == nil || len(c.Extra) == 0 {
+			t.Errorf("control: the zone's own answer %v has no additional record", c)
+		}
+	})
+}
