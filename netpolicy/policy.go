@@ -256,6 +256,8 @@ var classes = func() []class {
 		mk("::/128", "unspecified address (the host's own)"),
 		mk("::1/128", "host loopback"),
 		mk("::/96", "IPv4-compatible address (deprecated)"),
+		mk("fd00:ec2::254/128", "cloud metadata address (AWS, IPv6 ULA)"),
+		mk("fd20:ce::254/128", "cloud metadata address (Google Cloud, IPv6 ULA)"),
 		mk("fc00::/7", "private address (IPv6 ULA)"),
 		mk("fec0::/10", "site-local address (deprecated, private)"),
 		mk("fe80::/10", "link-local address"),
@@ -283,14 +285,33 @@ func embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
 	return netip.Addr{}, "", false
 }
 
+// metadata6 are the IPv6 addresses of cloud metadata services (AWS's
+// and Google Cloud's): ULAs, refused by default, and kept from names as
+// 169.254.169.254 is.
+var metadata6 = []netip.Addr{netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("fd20:ce::254")}
+
+// v4compat is ::/96, IPv4-compatible addresses: on a host with a sit0
+// device each of its IPv4 addresses is its own as ::a.b.c.d too.
+var v4compat = netip.MustParsePrefix("::/96")
+
 // nameProof reports whether a is an address no name rule allows: the
-// host's loopback and link-local addresses (the cloud metadata service),
-// also embedded in NAT64 or 6to4.
+// host's loopback and the unspecified address (the loopback to a dial),
+// link-local addresses and the cloud metadata services, also embedded in
+// NAT64, 6to4 or an IPv4-compatible address.
 func nameProof(a netip.Addr) bool {
-	if v4, _, ok := embedded4(a); ok {
-		a = v4
+	proof := func(a netip.Addr) bool {
+		return a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || slices.Contains(metadata6, a)
 	}
-	return a.IsLoopback() || a.IsLinkLocalUnicast()
+	if proof(a) {
+		return true
+	}
+	if v4, _, ok := embedded4(a); ok {
+		return proof(v4)
+	}
+	if v4compat.Contains(a) {
+		return proof(netip.AddrFrom4([4]byte(a.AsSlice()[12:16])))
+	}
+	return false
 }
 
 // Classify names the class of a and reports whether the default refuses it.
