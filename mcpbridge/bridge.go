@@ -207,6 +207,9 @@ type Options struct {
 	// RootsTimeout bounds the wait for the client's roots/list answer and the server's wait for
 	// the first roots. Zero means 10s.
 	RootsTimeout time.Duration
+	// ClientWait bounds the wait for the client's initialize when the server ended before
+	// answering one. Zero means ClientWait.
+	ClientWait time.Duration
 	// RootsSettle is how long, once the server has fetched new roots, the client's requests that
 	// may depend on them keep waiting (see "# Roots"): servers such as server-filesystem take roots
 	// in asynchronously and answer what arrives meanwhile without them. Zero: no wait (the
@@ -345,6 +348,9 @@ func New(opts Options) (*Bridge, error) {
 	if opts.RootsTimeout <= 0 {
 		opts.RootsTimeout = defaultRootsTimeout
 	}
+	if opts.ClientWait <= 0 {
+		opts.ClientWait = ClientWait
+	}
 	if opts.MaxLine <= 0 {
 		opts.MaxLine = DefaultMaxLine
 	}
@@ -478,7 +484,7 @@ func (b *Bridge) awaitInitialize(ctx context.Context) {
 	if !b.init.serverGone(b.exitMsg()) {
 		return
 	}
-	t := time.NewTimer(ClientWait)
+	t := time.NewTimer(b.opts.ClientWait)
 	defer t.Stop()
 	for {
 		select {
@@ -489,7 +495,7 @@ func (b *Bridge) awaitInitialize(ctx context.Context) {
 				return
 			}
 		case <-t.C:
-			b.log.Debug("the server ended and the client sent no initialize to tell it why", zap.Duration("waited", ClientWait))
+			b.log.Debug("the server ended and the client sent no initialize to tell it why", zap.Duration("waited", b.opts.ClientWait))
 			return
 		case <-ctx.Done():
 			return
