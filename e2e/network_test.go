@@ -67,15 +67,15 @@ func testDNS(t *testing.T, names map[string]string) string {
 
 // TestNetworkRegistryByName: a server whose start needs the npm registry
 // (npx from a cold cache) works with --net-only naming the registry, a
-// name the test DNS resolves to a private address of this host. Negative
-// controls: under the default policy the same name is refused (it leads
-// to the host's own address), and with --host-network the same registry
+// name the test DNS resolves to a machine on the test LAN (lanListener).
+// Negative controls: under the default policy the same name is refused (it
+// leads to a private address), and with --host-network the same registry
 // is reached by its address.
 func TestNetworkRegistryByName(t *testing.T) {
 	rootfs := buildRootfs(t)
 	nodeBin(t)
-	ip := hostIPv4(t)
-	reg := localRegistryOn(t, lockedPackages(t), ip+":0")
+	ip := lanIP
+	reg := registryOn(t, lockedPackages(t), lanListener(t))
 	port := reg.Listener.Addr().(*net.TCPAddr).Port
 	const name = "registry.rootfs-e2e.test"
 	dnsAddr := testDNS(t, map[string]string{name: ip})
@@ -100,7 +100,7 @@ func TestNetworkRegistryByName(t *testing.T) {
 	expect(t, kindWorks, "npm's connections take the fast path", fastPathUsed(ok.stderr), "stderr:\n%s", ok.stderr)
 
 	refused := start(byName, "--net-dns", dnsAddr)
-	expect(t, kindContain, "under the default policy a name that leads to the host's own address is refused", refused.Fatal != "" && strings.Contains(refused.stderr, "network: refused") && strings.Contains(refused.stderr, name),
+	expect(t, kindContain, "under the default policy a name that leads to a LAN address is refused", refused.Fatal != "" && strings.Contains(refused.stderr, "network: refused") && strings.Contains(refused.stderr, name),
 		"fatal %q\nstderr:\n%s", refused.Fatal, refused.stderr)
 	host := start(fmt.Sprintf("http://%s:%d/", ip, port), "--host-network")
 	expect(t, kindControl, "with --host-network the same registry is reached", host.Fatal == "" && host.step(t, "create").succeeded(), "%+v\nstderr:\n%s", host.Steps, host.stderr)

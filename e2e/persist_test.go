@@ -54,6 +54,16 @@ func localRegistry(t testing.TB, pkgs []regPkg) *httptest.Server {
 // by a name gives tarballs by that name.
 func localRegistryOn(t testing.TB, pkgs []regPkg, addr string) *httptest.Server {
 	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("registry: %v", err)
+	}
+	return registryOn(t, pkgs, ln)
+}
+
+// registryOn is localRegistryOn serving on ln.
+func registryOn(t testing.TB, pkgs []regPkg, ln net.Listener) *httptest.Server {
+	t.Helper()
 	byName := map[string][]regPkg{}
 	tarballs := map[string][]byte{}
 	for _, p := range pkgs {
@@ -97,10 +107,6 @@ func localRegistryOn(t testing.TB, pkgs []regPkg, addr string) *httptest.Server 
 	}))
 	for _, p := range pkgs {
 		tarballs["/-/tarball/"+p.name+"/"+p.version+".tgz"] = p.tgz
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("registry: %v", err)
 	}
 	srv.Listener.Close()
 	srv.Listener = ln

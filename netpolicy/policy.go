@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // ErrEverything is a set of flags that refuses nothing: a --net-only
@@ -23,18 +24,79 @@ type Options struct {
 	Only []string
 	// HostAddrs are the host's own addresses (its interfaces'), refused
 	// like its loopback: a service listening on every interface is reached
-	// through them. nil means none known.
+	// through them. nil means none known. SetHost replaces them.
 	HostAddrs []netip.Addr
+	// HostNets are the networks the host reaches directly (its on-link
+	// routes: the LAN, a VPN's networks), refused as private ranges are:
+	// over IPv6 a LAN's machines have global addresses. SetHost replaces
+	// them.
+	HostNets []netip.Prefix
 }
 
-// Policy is the parsed, immutable policy. Its methods are safe for
-// concurrent use.
+// Host is what the policy knows of the host's side: Options.HostAddrs
+// and Options.HostNets, kept current by SetHost.
+type Host struct {
+	Addrs []netip.Addr
+	Nets  []netip.Prefix
+}
+
+// Policy is the parsed policy; only its view of the host changes
+// (SetHost). Its methods are safe for concurrent use.
 type Policy struct {
 	allow, deny []Rule
 	only        bool
-	hostAddrs   []netip.Addr
+	host        atomic.Pointer[Host]
 	nameRules   bool // some rule matches by name
 	prefixAllow bool // some allow rule matches by address
+}
+
+// Networks narrower than these are taken as the host's own (HostNets);
+// a wider on-link route (OpenVPN's 0.0.0.0/1 and 128.0.0.0/1, a VPN's
+// whole address space) is a way to the internet, not a LAN.
+const (
+	minHostNet4 = 8
+	minHostNet6 = 16
+)
+
+// SetHost replaces the policy's view of the host's addresses and on-link
+// networks (a host gains and loses them while rootfs runs: a new IPv6
+// temporary address each day, a VPN coming up); Decide uses the new view
+// from its next call.
+func (p *Policy) SetHost(h Host) {
+	n := &Host{}
+	for _, a := range h.Addrs {
+		n.Addrs = append(n.Addrs, a.Unmap().WithZone(""))
+	}
+	for _, pf := range h.Nets {
+		a := pf.Addr().Unmap().WithZone("")
+		bits := pf.Bits()
+		if pf.Addr().Is4In6() {
+			bits -= 96
+		}
+		if bits < 0 || a.Is4() && bits < minHostNet4 || a.Is6() && bits < minHostNet6 {
+			continue
+		}
+		n.Nets = append(n.Nets, netip.PrefixFrom(a, bits).Masked())
+	}
+	p.host.Store(n)
+}
+
+// ownAddr reports whether a is one of the host's own addresses.
+func (p *Policy) ownAddr(a netip.Addr) bool {
+	h := p.host.Load()
+	return h != nil && slices.Contains(h.Addrs, a)
+}
+
+// hostNet is the host's on-link network that holds a, if any.
+func (p *Policy) hostNet(a netip.Addr) (netip.Prefix, bool) {
+	if h := p.host.Load(); h != nil {
+		for _, n := range h.Nets {
+			if n.Contains(a) {
+				return n, true
+			}
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // New parses o. The error is the first bad pattern, naming its flag.
@@ -64,9 +126,7 @@ func New(o Options) (*Policy, error) {
 			*l.dst = append(*l.dst, r)
 		}
 	}
-	for _, a := range o.HostAddrs {
-		p.hostAddrs = append(p.hostAddrs, a.Unmap().WithZone(""))
-	}
+	p.SetHost(Host{Addrs: o.HostAddrs, Nets: o.HostNets})
 	return p, nil
 }
 
@@ -157,7 +217,7 @@ func (p *Policy) decide(q Query, dns bool) Decision {
 	// A name never allows the host's loopback or a link-local address (the
 	// metadata service): whoever answers for an allowed name could point
 	// it there (DNS rebinding). Only an address rule or localhost:PORT does.
-	byName := !nameProof(a)
+	byName := !p.nameProof(a)
 	for i := range p.allow {
 		r := &p.allow[i]
 		if !r.matchPort(q.Port) {
@@ -211,7 +271,7 @@ func (p *Policy) hint(q Query, a netip.Addr, sn string) string {
 	switch {
 	case a.IsLoopback() && q.Port != 0:
 		host = "localhost"
-	case nameProof(a):
+	case p.nameProof(a):
 		host = a.String() // no name allows it (see decide)
 		if a.Is6() && q.Port != 0 {
 			host = "[" + host + "]"
@@ -247,6 +307,7 @@ var classes = func() []class {
 		mk("10.0.0.0/8", "private address (RFC 1918)"),
 		mk("172.16.0.0/12", "private address (RFC 1918)"),
 		mk("192.168.0.0/16", "private address (RFC 1918)"),
+		mk("100.100.100.200/32", "cloud metadata address (Alibaba Cloud)"),
 		mk("100.64.0.0/10", "shared address (CGNAT, RFC 6598)"),
 		mk("169.254.0.0/16", "link-local address"),
 		mk("192.0.0.0/24", "IETF protocol assignment (RFC 6890)"),
@@ -258,6 +319,8 @@ var classes = func() []class {
 		mk("::/96", "IPv4-compatible address (deprecated)"),
 		mk("fd00:ec2::254/128", "cloud metadata address (AWS, IPv6 ULA)"),
 		mk("fd20:ce::254/128", "cloud metadata address (Google Cloud, IPv6 ULA)"),
+		mk("64:ff9b:1::/48", "local-use NAT64 prefix (RFC 8215, to IPv4 the host's network translates)"),
+		mk("2001::/32", "Teredo address (tunnels to IPv4)"),
 		mk("fc00::/7", "private address (IPv6 ULA)"),
 		mk("fec0::/10", "site-local address (deprecated, private)"),
 		mk("fe80::/10", "link-local address"),
@@ -273,7 +336,11 @@ var (
 	sixTo4 = netip.MustParsePrefix("2002::/16")
 )
 
-// embedded4 is the IPv4 address a carries through NAT64 or 6to4, and how.
+// siit is SIIT's IPv4-translated form, ::ffff:0:a.b.c.d (RFC 6052/7915).
+var siit = netip.MustParsePrefix("::ffff:0:0:0/96")
+
+// embedded4 is the IPv4 address a carries through NAT64, 6to4 or SIIT,
+// and how.
 func embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
 	b := a.As16()
 	switch {
@@ -281,26 +348,30 @@ func embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
 		return netip.AddrFrom4([4]byte(b[12:16])), "NAT64", true
 	case sixTo4.Contains(a):
 		return netip.AddrFrom4([4]byte(b[2:6])), "6to4", true
+	case siit.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), "SIIT", true
 	}
 	return netip.Addr{}, "", false
 }
 
-// metadata6 are the IPv6 addresses of cloud metadata services (AWS's
-// and Google Cloud's): ULAs, refused by default, and kept from names as
-// 169.254.169.254 is.
-var metadata6 = []netip.Addr{netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("fd20:ce::254")}
+// metadataAddrs are the cloud metadata services' addresses besides
+// 169.254.169.254 (link-local): Alibaba Cloud's (in CGNAT's range), AWS's
+// and Google Cloud's IPv6 ones (ULAs). All are refused by default, and
+// kept from names as 169.254.169.254 is.
+var metadataAddrs = []netip.Addr{netip.MustParseAddr("100.100.100.200"), netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("fd20:ce::254")}
 
 // v4compat is ::/96, IPv4-compatible addresses: on a host with a sit0
 // device each of its IPv4 addresses is its own as ::a.b.c.d too.
 var v4compat = netip.MustParsePrefix("::/96")
 
 // nameProof reports whether a is an address no name rule allows: the
-// host's loopback and the unspecified address (the loopback to a dial),
-// link-local addresses and the cloud metadata services, also embedded in
-// NAT64, 6to4 or an IPv4-compatible address.
-func nameProof(a netip.Addr) bool {
+// host's loopback, its own addresses and the unspecified address (the
+// loopback to a dial), link-local addresses and the cloud metadata
+// services, also embedded in NAT64, 6to4, SIIT or an IPv4-compatible
+// address.
+func (p *Policy) nameProof(a netip.Addr) bool {
 	proof := func(a netip.Addr) bool {
-		return a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || slices.Contains(metadata6, a)
+		return a.IsLoopback() || a.IsUnspecified() || a.IsLinkLocalUnicast() || slices.Contains(metadataAddrs, a) || p.ownAddr(a)
 	}
 	if proof(a) {
 		return true
@@ -320,7 +391,7 @@ func (p *Policy) Classify(a netip.Addr) (name string, refused bool) {
 	if !a.IsValid() {
 		return "invalid address", true
 	}
-	if slices.Contains(p.hostAddrs, a) {
+	if p.ownAddr(a) {
 		return "the host's own address", true
 	}
 	if v4, how, ok := embedded4(a); ok { // judged as the IPv4 address it carries
@@ -332,6 +403,9 @@ func (p *Policy) Classify(a netip.Addr) (name string, refused bool) {
 		if c.p.Contains(a) {
 			return c.name, c.refuse
 		}
+	}
+	if n, ok := p.hostNet(a); ok {
+		return "the host's own network (" + n.String() + ", on-link)", true
 	}
 	return "public internet", false
 }

@@ -37,7 +37,17 @@ func TestDecide(t *testing.T) {
 		{name: "rfc1918 10", q: Query{Addr: a("10.1.2.3"), Port: 22}, reason: "RFC 1918", hint: "--allow-net 10.1.2.3:22"},
 		{name: "rfc1918 172", q: Query{Addr: a("172.20.0.1"), Port: 22}, reason: "RFC 1918"},
 		{name: "rfc1918 192", q: Query{Addr: a("192.168.77.1"), Port: 80}, reason: "RFC 1918"},
-		{name: "cgnat", q: Query{Addr: a("100.100.100.200"), Port: 80}, reason: "CGNAT"},
+		{name: "cgnat", q: Query{Addr: a("100.100.100.100"), Port: 80}, reason: "CGNAT"},
+		{name: "alibaba metadata", q: Query{Addr: a("100.100.100.200"), Port: 80}, reason: "Alibaba"},
+		{name: "alibaba metadata by an allowed name", opts: Options{Allow: []string{"evil.test"}}, q: Query{Addr: a("100.100.100.200"), Port: 80, Names: []string{"evil.test"}}, reason: "Alibaba", hint: "--allow-net 100.100.100.200:80"},
+		{name: "siit metadata", q: Query{Addr: a("::ffff:0:a9fe:a9fe"), Port: 80}, reason: "through SIIT"},
+		{name: "local-use nat64", q: Query{Addr: a("64:ff9b:1::a9fe:a9fe"), Port: 80}, reason: "RFC 8215"},
+		{name: "teredo", q: Query{Addr: a("2001:0:cb00:710a::3f57:fefe"), Port: 80}, reason: "Teredo"},
+		{name: "documentation v6 is not teredo", q: Query{Addr: a("2001:db8::1"), Port: 80}, allow: true},
+		{name: "host's network", opts: Options{HostNets: []netip.Prefix{netip.MustParsePrefix("2001:db8:51::/64")}}, q: Query{Addr: a("2001:db8:51::7"), Port: 80}, reason: "host's own network (2001:db8:51::/64, on-link)", hint: "--allow-net [2001:db8:51::7]:80"},
+		{name: "host's network, allowed by name", opts: Options{Allow: []string{"nas.lan"}, HostNets: []netip.Prefix{netip.MustParsePrefix("2001:db8:51::/64")}}, q: Query{Addr: a("2001:db8:51::7"), Port: 80, Names: []string{"nas.lan"}}, allow: true},
+		{name: "a wide on-link route is not the host's network", opts: Options{HostNets: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/1"), netip.MustParsePrefix("2000::/3")}}, q: Query{Addr: a("2001:db8:51::7"), Port: 80}, allow: true},
+		{name: "host's own address by an allowed name", opts: Options{Allow: []string{"me.lan"}, HostAddrs: host}, q: Query{Addr: a("198.51.100.2"), Port: 8080, Names: []string{"me.lan"}}, reason: "host's own", hint: "--allow-net 198.51.100.2:8080"},
 		{name: "ula", q: Query{Addr: a("fd00:ec2::254"), Port: 80}, reason: "ULA", hint: "--allow-net [fd00:ec2::254]:80"},
 		{name: "fe80", q: Query{Addr: a("fe80::1"), Port: 80}, reason: "link-local"},
 		{name: "loopback", q: Query{Addr: a("127.0.0.1"), Port: 5432}, reason: "loopback", hint: "--allow-net localhost:5432"},
@@ -215,5 +225,31 @@ func TestTableBounds(t *testing.T) {
 	tb.Add("site12.test", []netip.Addr{cdn}) // again: most recent, not twice
 	if got := tb.Names(cdn); got[0] != "site12.test" || len(got) != MaxNamesPerAddr {
 		t.Errorf("after re-add: %v", got)
+	}
+}
+
+// TestSetHost: the policy's view of the host changes while it is in use:
+// an address the host gains is refused from then on, and one it lost is
+// no longer the host's.
+func TestSetHost(t *testing.T) {
+	p, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Addr: netip.MustParseAddr("2001:db8:51::99"), Port: 8080}
+	if d := p.Decide(q); !d.Allow {
+		t.Fatalf("before: %+v", d)
+	}
+	p.SetHost(Host{Addrs: []netip.Addr{q.Addr}})
+	if d := p.Decide(q); d.Allow || !strings.Contains(d.Reason, "host's own") {
+		t.Errorf("after the host gained it: %+v", d)
+	}
+	p.SetHost(Host{Nets: []netip.Prefix{netip.MustParsePrefix("2001:db8:51::1/64")}})
+	if d := p.Decide(q); d.Allow || !strings.Contains(d.Reason, "2001:db8:51::/64, on-link") {
+		t.Errorf("on the host's network: %+v", d)
+	}
+	p.SetHost(Host{})
+	if d := p.Decide(q); !d.Allow {
+		t.Errorf("after the host lost it: %+v", d)
 	}
 }

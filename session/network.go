@@ -98,21 +98,6 @@ const noNetworkNote = "the server had no network: rootfs cannot use /dev/net/tun
 // used.
 const tunFix = "make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network"
 
-// hostAddrs are the addresses of the host's interfaces.
-func hostAddrs() []netip.Addr {
-	var host []netip.Addr
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			host = append(host, p.Addr())
-		}
-	}
-	return host
-}
-
 // netDescription says in one line what the server may reach.
 func netDescription(o NetOptions) string {
 	var b strings.Builder

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/mountmgr"
+	"github.com/rootfs-dev/rootfs/netpolicy"
 	"github.com/rootfs-dev/rootfs/netpolicy/netstack"
 )
 
@@ -38,13 +39,24 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 		files.Close()
 		return func() {}, nil
 	}
-	pol, err := NetPolicy(false, o, hostAddrs())
+	pol, err := NetPolicy(false, o, nil)
 	if err != nil {
 		files.Close()
 		return nil, err
 	}
+	// The host's addresses and on-link networks, kept current: a host
+	// gains addresses while the server runs (IPv6 temporary addresses, a
+	// VPN coming up).
+	stopWatch, err := netpolicy.WatchHost(pol)
+	if err != nil {
+		h, _ := netpolicy.HostNow()
+		pol.SetHost(h)
+		stopWatch = func() {}
+		log.Warn("network: the host's addresses are read once, not followed", zap.Error(err))
+	}
 	eng, err := netstack.New(files.TUN, netstack.Options{Policy: pol, Logger: log, Refused: refused, Upstream: o.DNS, IPv6: files.IPv6})
 	if err != nil {
+		stopWatch()
 		files.Close()
 		return nil, err
 	}
@@ -87,6 +99,7 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 		fast.eng.Store(nil)
 		st := eng.Stats()
 		eng.Close()
+		stopWatch()
 		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("tcp_fast", st.TCPFast), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
 	}, nil
 }

@@ -45,7 +45,8 @@ import (
 // a service on [::]:8080, and [::1]:5432 on its loopback), w0
 // 2001:db8:51::1/64 with 2001:db8:113::1 "the internet", fd12:3456:789a::1
 // "a LAN" and fd00:ec2::254 "metadata" (the address of AWS's), HTTP on
-// [::]:80; the sandbox's rfs0 has SandboxAddr6.
+// [::]:80; the sandbox's rfs0 has SandboxAddr6. w0 also has 192.0.2.1/24,
+// which the host reaches by an on-link route (192.0.2.0/24 dev h0).
 const (
 	envChild  = "ROOTFS_NETTEST_CHILD"
 	envUserns = "ROOTFS_NETTEST_USERNS"
@@ -67,6 +68,9 @@ var (
 	metadata6  = netip.MustParseAddr("fd00:ec2::254")
 	hostAddr6  = netip.MustParseAddr("2001:db8:51::2")
 	worldLink6 = netip.MustParseAddr("2001:db8:51::1")
+	// onLinkNet is on the world's w0, which the host reaches by an
+	// on-link route of 192.0.2.0/24 (no gateway), as a VPN's network.
+	onLinkNet = netip.MustParseAddr("192.0.2.1")
 )
 
 func TestMain(m *testing.M) {
@@ -229,6 +233,7 @@ func setupWorld(t testing.TB) *world {
 		{"addr", "add", lan.String() + "/24", "dev", "w0"},
 		{"addr", "add", metadata.String() + "/16", "dev", "w0"},
 		{"link", "set", "w0", "up"},
+		{"addr", "add", onLinkNet.String() + "/24", "dev", "w0"},
 		{"-6", "addr", "add", worldLink6.String() + "/64", "dev", "w0", "nodad"},
 		{"-6", "addr", "add", internet6.String() + "/64", "dev", "w0", "nodad"},
 		{"-6", "addr", "add", lan6.String() + "/64", "dev", "w0", "nodad"},
@@ -236,6 +241,9 @@ func setupWorld(t testing.TB) *world {
 	} {
 		run(t, "nsenter", append([]string{"-t", p, "-n", "ip"}, args...)...)
 	}
+	// A network the host reaches on its link by a route of its own, as
+	// a VPN's (no address of the host's is in it).
+	run(t, "ip", "route", "add", "192.0.2.0/24", "dev", "h0")
 	run(t, "ip", "-6", "addr", "add", hostAddr6.String()+"/64", "dev", "h0", "nodad")
 	run(t, "ip", "-6", "route", "add", "default", "via", worldLink6.String())
 	// The world's services.
@@ -391,6 +399,25 @@ func zone(w dns.ResponseWriter, r *dns.Msg) {
 	if !ok && !ok6 && !okH {
 		m.Rcode = dns.RcodeNameError
 	}
+	hdr := func(name string, t uint16) dns.RR_Header {
+		return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: 60}
+	}
+	switch {
+	case strings.EqualFold(q.Name, "alias.test.") && q.Qtype == dns.TypeA:
+		// A chain, as a recursive resolver answers it.
+		m.Answer = append(m.Answer, &dns.CNAME{Hdr: hdr(q.Name, dns.TypeCNAME), Target: "www.internet.test."},
+			&dns.A{Hdr: hdr("www.internet.test.", dns.TypeA), A: net.ParseIP("203.0.113.1")})
+		m.Rcode = dns.RcodeSuccess
+		return
+	case strings.EqualFold(q.Name, "stray.test.") && q.Qtype == dns.TypeA:
+		// Records that belong to no chain from the question: an address
+		// of another owner, and a CNAME from another name.
+		m.Answer = append(m.Answer, &dns.A{Hdr: hdr(q.Name, dns.TypeA), A: net.ParseIP("203.0.113.1")},
+			&dns.A{Hdr: hdr("injected.test.", dns.TypeA), A: net.ParseIP(dnsAddr.String())},
+			&dns.CNAME{Hdr: hdr("elsewhere.test.", dns.TypeCNAME), Target: q.Name})
+		m.Rcode = dns.RcodeSuccess
+		return
+	}
 	if strings.EqualFold(q.Name, "extra.test.") {
 		m.Extra = append(m.Extra, &dns.A{Hdr: dns.RR_Header{Name: "db.extra.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("127.0.0.1")})
 	}
@@ -447,11 +474,17 @@ func newSandboxMode(t testing.TB, o netpolicy.Options, mode dialMode) *sandbox {
 func newSandboxFamilies(t testing.TB, o netpolicy.Options, mode dialMode, ipv6 bool) *sandbox {
 	t.Helper()
 	setupWorld(t)
-	o.HostAddrs = append(o.HostAddrs, hostAddr, hostAddr6)
 	pol, err := netpolicy.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The host's addresses and networks as rootfs run follows them (this
+	// goroutine's thread is in the host's namespace).
+	stop, err := netpolicy.WatchHost(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
 	sb := &sandbox{pid: anchor(t), mode: mode}
 	type made struct {
 		tun   *os.File
