@@ -602,11 +602,28 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 	}
 	resp.Id = m.Id
 	var addrs []netip.Addr
+	// The names that lead to the answer's addresses: the question's and
+	// the CNAME chain from it, as a stub resolver follows it. Records of
+	// other owners (an upstream may add them) name nothing and give no
+	// address.
 	chain := []string{name}
+	for grew := true; grew && len(chain) <= len(resp.Answer); {
+		grew = false
+		for _, rr := range resp.Answer {
+			c, ok := rr.(*dns.CNAME)
+			if !ok || netpolicy.CanonName(c.Hdr.Name) != chain[len(chain)-1] {
+				continue
+			}
+			if target := netpolicy.CanonName(c.Target); !slices.Contains(chain, target) {
+				chain, grew = append(chain, target), true
+			}
+		}
+	}
 	for _, rr := range resp.Answer {
+		if !slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
+			continue
+		}
 		switch rr := rr.(type) {
-		case *dns.CNAME:
-			chain = append(chain, netpolicy.CanonName(rr.Target))
 		case *dns.A:
 			if a, ok := netip.AddrFromSlice(rr.A.To4()); ok {
 				addrs = append(addrs, a)
@@ -652,7 +669,7 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 			kept = append(kept, rr)
 			continue
 		}
-		if containsAddr(keep, ip) {
+		if containsAddr(keep, ip) && slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
 			kept = append(kept, rr)
 		}
 	}

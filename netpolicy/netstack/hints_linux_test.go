@@ -128,3 +128,31 @@ func TestServiceBindingHints(t *testing.T) {
 		}
 	})
 }
+
+// TestCNAMEChain: the names an answer's addresses are remembered for are
+// the question's and the CNAME chain from it. An address of another owner
+// in the same answer is neither told to the sandbox nor allowed by the
+// question's name, and a CNAME from another name does not lend it the
+// address. Controls: the chain's own address is reached by the aliased
+// name, and the stray address is reached from the host's namespace.
+func TestCNAMEChain(t *testing.T) {
+	sb := newSandbox(t, netpolicy.Options{Only: []string{"alias.test", "stray.test"}})
+	inNS(t, sb.pid, func() error { _, err := resolve("alias.test"); return err })
+	if r := inNS(t, sb.pid, func() result { return connect(hostDial, "203.0.113.1:80", "alias.test", "") }); !r.reached() {
+		t.Errorf("the chain's address by the aliased name: %v; want reached", r)
+	}
+	got := inNS(t, sb.pid, func() []string { a, err := resolve("stray.test"); return append(a, errString(err)) })
+	if !slices.Equal(got, []string{"203.0.113.1", ""}) {
+		t.Errorf("stray.test through rootfs: %q; want only its own address", got)
+	}
+	stray := dnsAddr.String() + ":80"
+	if r := inNS(t, sb.pid, func() result { return connect(hostDial, stray, "stray.test", "") }); r.reached() {
+		t.Errorf("another owner's address, by the question's name: %v; want refused", r)
+	}
+	if r := inNS(t, sb.pid, func() result { return connect(hostDial, stray, "elsewhere.test", "") }); r.reached() {
+		t.Errorf("by the stray CNAME's owner: %v; want refused", r)
+	}
+	if r := attempt(t, nil, stray, ""); !r.reached() {
+		t.Errorf("negative control (host network) %s: %v", stray, r)
+	}
+}
