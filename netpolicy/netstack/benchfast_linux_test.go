@@ -136,7 +136,7 @@ func errName(err error) string {
 
 // download reads size bytes from addr.
 func download(addr string, size int) error {
-	c, err := net.Dial("tcp4", addr)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func readEach(conns []net.Conn, n int64) {
 // upload writes size bytes to addr and waits for the world's close after
 // it has read them all.
 func upload(addr string, size int) error {
-	conn, err := net.Dial("tcp4", addr)
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		return err
 	}
