@@ -122,27 +122,12 @@ func fastPathUsed(stderr string) bool {
 func TestNetworkHostSide(t *testing.T) {
 	rootfs := buildRootfs(t)
 	naive := buildNaive(t)
-	curl := "/usr/bin/curl"
-	if _, err := os.Stat(curl); err != nil {
-		t.Skip("needs curl in /usr/bin: " + err.Error())
-	}
 	ip := hostIPv4(t)
 	const body = "host-private-service"
-	serve := func(addr string) string {
-		ln, err := net.Listen("tcp", addr)
-		must(t, err)
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
-		srv.Listener.Close()
-		srv.Listener = ln
-		srv.Start()
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	loop, own := serve("127.0.0.1:0"), serve(ip+":0")
+	urls := serveBody(t, "tcp", body, "127.0.0.1:0", ip+":0")
+	loop, own := urls[0], urls[1]
 	loopPort := loop[strings.LastIndex(loop, ":")+1:]
-	fetch := func(label, url string) step {
-		return call(label, "exec", map[string]any{"argv": []string{curl, "--noproxy", "*", "-sS", "--max-time", "5", url}})
-	}
+	fetch := curlFetch(t)
 	run := func(flags ...string) *transcript {
 		t.Helper()
 		return runTS(t, wrap(rootfs, flags, naive), scenario{Roots: []mcpRoot{}, Steps: []step{fetch("loop", loop), fetch("own", own)}})
@@ -180,26 +165,11 @@ func TestNetworkHostSide(t *testing.T) {
 func TestNetworkIPv6(t *testing.T) {
 	rootfs := buildRootfs(t)
 	naive := buildNaive(t)
-	curl := "/usr/bin/curl"
-	if _, err := os.Stat(curl); err != nil {
-		t.Skip("needs curl in /usr/bin: " + err.Error())
-	}
 	ip := hostIPv6(t)
 	const body = "host-private-service-v6"
-	serve := func(addr string) string {
-		ln, err := net.Listen("tcp6", addr)
-		must(t, err)
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
-		srv.Listener.Close()
-		srv.Listener = ln
-		srv.Start()
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
-	loop, own := serve("[::1]:0"), serve("["+ip+"]:0")
-	fetch := func(label, url string) step {
-		return call(label, "exec", map[string]any{"argv": []string{curl, "-6", "--noproxy", "*", "-sS", "--max-time", "5", url}})
-	}
+	urls := serveBody(t, "tcp6", body, "[::1]:0", "["+ip+"]:0")
+	loop, own := urls[0], urls[1]
+	fetch := curlFetch(t, "-6")
 	run := func(flags ...string) *transcript {
 		t.Helper()
 		return runTS(t, wrap(rootfs, flags, naive), scenario{Roots: []mcpRoot{}, Steps: []step{fetch("loop", loop), fetch("own", own)}})
@@ -219,6 +189,39 @@ func TestNetworkIPv6(t *testing.T) {
 	opt := run("--host-network")
 	for _, s := range []string{"loop", "own"} {
 		expect(t, kindControl, "with --host-network curl -6 reaches the host's "+s+" service", strings.Contains(opt.step(t, s).Text, body), "%s", opt.step(t, s))
+	}
+}
+
+// serveBody serves body over HTTP on each of addrs (network is "tcp" or
+// "tcp6") until the test ends, and returns their URLs in order.
+func serveBody(t *testing.T, network, body string, addrs ...string) []string {
+	t.Helper()
+	var urls []string
+	for _, a := range addrs {
+		ln, err := net.Listen(network, a)
+		must(t, err)
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	return urls
+}
+
+// curlFetch makes steps in which the server runs curl --noproxy '*' (a
+// program that ignores proxy variables) on a URL, with flags; the test
+// skips without curl.
+func curlFetch(t *testing.T, flags ...string) func(label, url string) step {
+	t.Helper()
+	const curl = "/usr/bin/curl"
+	if _, err := os.Stat(curl); err != nil {
+		t.Skip("needs curl in /usr/bin: " + err.Error())
+	}
+	return func(label, url string) step {
+		argv := append(append([]string{curl}, flags...), "--noproxy", "*", "-sS", "--max-time", "5", url)
+		return call(label, "exec", map[string]any{"argv": argv})
 	}
 }
 
