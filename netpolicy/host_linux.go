@@ -1,10 +1,12 @@
 package netpolicy
 
 import (
+	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
@@ -16,7 +18,9 @@ import (
 // namespace: its interfaces' addresses, and the networks it reaches
 // directly, which are the on-link routes of every table but local (a
 // unicast route with no gateway: the LAN, a VPN's networks) and the
-// networks of its addresses.
+// networks of its addresses. A route through a nexthop object (ip
+// nexthop, RTA_NH_ID) is on-link when the object has no gateway; a
+// multipath route when one of its hops has none.
 func HostNow() (Host, error) {
 	var h Host
 	addrs, err := net.InterfaceAddrs()
@@ -29,6 +33,10 @@ func HostNow() (Host, error) {
 			h.Nets = append(h.Nets, p.Masked())
 		}
 	}
+	nh, err := nexthops()
+	if err != nil {
+		return h, err
+	}
 	for _, family := range []int{syscall.AF_INET, syscall.AF_INET6} {
 		rib, err := syscall.NetlinkRIB(syscall.RTM_GETROUTE, family)
 		if err != nil {
@@ -39,7 +47,7 @@ func HostNow() (Host, error) {
 			return h, os.NewSyscallError("netlink RTM_GETROUTE", err)
 		}
 		for _, m := range msgs {
-			if p, ok := onLink(m); ok {
+			if p, ok := onLink(m, nh); ok {
 				h.Nets = append(h.Nets, p)
 			}
 		}
@@ -47,8 +55,14 @@ func HostNow() (Host, error) {
 	return h, nil
 }
 
-// onLink is the destination of m when m is an on-link unicast route.
-func onLink(m syscall.NetlinkMessage) (netip.Prefix, bool) {
+// rtaNHID is RTA_NH_ID: the route's nexthop object. With the kernel's
+// nexthop_compat_mode off (as FRR advises), it is all such a route
+// says of its way: no RTA_GATEWAY, no RTA_MULTIPATH.
+const rtaNHID = 30
+
+// onLink is the destination of m when m is an on-link unicast route. nh
+// are the nexthop objects (nexthops).
+func onLink(m syscall.NetlinkMessage, nh map[uint32]bool) (netip.Prefix, bool) {
 	if m.Header.Type != syscall.RTM_NEWROUTE || len(m.Data) < syscall.SizeofRtMsg {
 		return netip.Prefix{}, false
 	}
@@ -61,39 +75,198 @@ func onLink(m syscall.NetlinkMessage) (netip.Prefix, bool) {
 		return netip.Prefix{}, false
 	}
 	var dst netip.Addr
+	gateway, direct := false, true
+	var nhID *uint32
 	for _, a := range attrs {
 		switch a.Attr.Type {
-		case syscall.RTA_GATEWAY, unix.RTA_MULTIPATH, unix.RTA_VIA:
-			return netip.Prefix{}, false
+		case syscall.RTA_GATEWAY, unix.RTA_VIA:
+			gateway = true
+		case unix.RTA_MULTIPATH:
+			direct = multipathOnLink(a.Value)
+		case rtaNHID:
+			if len(a.Value) == 4 {
+				id := binary.NativeEndian.Uint32(a.Value)
+				nhID = &id
+			}
 		case syscall.RTA_DST:
 			dst, _ = netip.AddrFromSlice(a.Value)
 		case syscall.RTA_TABLE:
-			if len(a.Value) == 4 && *(*uint32)(unsafe.Pointer(&a.Value[0])) == syscall.RT_TABLE_LOCAL {
+			if len(a.Value) == 4 && binary.NativeEndian.Uint32(a.Value) == syscall.RT_TABLE_LOCAL {
 				return netip.Prefix{}, false
 			}
 		}
 	}
-	if !dst.IsValid() {
+	switch {
+	case nhID != nil:
+		// The object says (the kernel may add its gateway or hops for
+		// compatibility, which say the same).
+		direct = nh[*nhID]
+	case gateway:
+		direct = false
+	}
+	if !direct || !dst.IsValid() {
 		return netip.Prefix{}, false
 	}
 	return netip.PrefixFrom(dst, int(rt.Dst_len)), true
 }
 
+// multipathOnLink reports whether a hop of an RTA_MULTIPATH value (struct
+// rtnexthop, each followed by its attributes) has no gateway.
+func multipathOnLink(b []byte) bool {
+	const sizeofRtNexthop = 8
+	for len(b) >= sizeofRtNexthop {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		if l < sizeofRtNexthop || l > len(b) {
+			return false
+		}
+		gateway := false
+		for a := b[sizeofRtNexthop:l]; len(a) >= 4; {
+			al := int(binary.NativeEndian.Uint16(a[0:2]))
+			if al < 4 || al > len(a) {
+				break
+			}
+			if t := binary.NativeEndian.Uint16(a[2:4]) & nlaTypeMask; t == syscall.RTA_GATEWAY || t == unix.RTA_VIA {
+				gateway = true
+			}
+			a = a[min(align4(al), len(a)):]
+		}
+		if !gateway {
+			return true
+		}
+		b = b[min(align4(l), len(b)):]
+	}
+	return false
+}
+
+func align4(n int) int { return (n + 3) &^ 3 }
+
+// nexthops are the kernel's nexthop objects by id, true for those that
+// reach their destinations directly: a device and no gateway, or a
+// group with such a member (blackholes reach nothing). A kernel without
+// them (before 5.3) has none.
+func nexthops() (map[uint32]bool, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, os.NewSyscallError("socket(NETLINK_ROUTE)", err)
+	}
+	defer unix.Close(fd)
+	req := make([]byte, unix.NLMSG_HDRLEN+unix.SizeofNhmsg) // an nhmsg of zeros: every object
+	binary.NativeEndian.PutUint32(req[0:4], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:6], unix.RTM_GETNEXTHOP)
+	binary.NativeEndian.PutUint16(req[6:8], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	binary.NativeEndian.PutUint32(req[8:12], 1)
+	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
+	}
+	direct := map[uint32]bool{}
+	groups := map[uint32][]uint32{}
+	buf := make([]byte, 64<<10)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
+		}
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.NLMSG_DONE:
+				for id, members := range groups {
+					for _, mid := range members {
+						if direct[mid] {
+							direct[id] = true
+						}
+					}
+				}
+				return direct, nil
+			case unix.NLMSG_ERROR:
+				if len(m.Data) < 4 {
+					return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", unix.EIO)
+				}
+				errno := unix.Errno(-int32(binary.NativeEndian.Uint32(m.Data[0:4])))
+				if errno == 0 {
+					continue
+				}
+				if errno == unix.EOPNOTSUPP || errno == unix.EINVAL {
+					return nil, nil // no nexthop objects in this kernel
+				}
+				return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", errno)
+			case unix.RTM_NEWNEXTHOP:
+			default:
+				continue
+			}
+			if len(m.Data) < unix.SizeofNhmsg {
+				continue
+			}
+			var id uint32
+			var haveID, gateway, blackhole bool
+			var members []uint32
+			for a := m.Data[unix.SizeofNhmsg:]; len(a) >= 4; {
+				l := int(binary.NativeEndian.Uint16(a[0:2]))
+				if l < 4 || l > len(a) {
+					break
+				}
+				v := a[4:l]
+				switch binary.NativeEndian.Uint16(a[2:4]) & nlaTypeMask {
+				case unix.NHA_ID:
+					if len(v) == 4 {
+						id, haveID = binary.NativeEndian.Uint32(v), true
+					}
+				case unix.NHA_GATEWAY:
+					gateway = true
+				case unix.NHA_BLACKHOLE:
+					blackhole = true
+				case unix.NHA_GROUP:
+					for ; len(v) >= unix.SizeofNexthopGrp; v = v[unix.SizeofNexthopGrp:] {
+						members = append(members, binary.NativeEndian.Uint32(v[0:4]))
+					}
+				}
+				a = a[min(align4(l), len(a)):]
+			}
+			switch {
+			case !haveID:
+			case members != nil:
+				groups[id] = members
+			default:
+				direct[id] = !gateway && !blackhole
+			}
+		}
+	}
+}
+
+// nlaTypeMask keeps an attribute's type from its nla_type (without
+// NLA_F_NESTED and NLA_F_NET_BYTEORDER).
+const nlaTypeMask = 1<<14 - 1
+
 // WatchHost keeps p's view of the host current (SetHost) from the calling
 // thread's network namespace: it reads it now, and again each time the
-// kernel says an address or a route changed, until stop is called. An
-// error reading the view at a change keeps the last one.
+// kernel says an address, a route or a nexthop object changed, until stop
+// is called. An error reading the view at a change keeps the last one.
 func WatchHost(p *Policy) (stop func(), err error) {
 	h, err := HostNow()
 	if err != nil {
 		return nil, err
 	}
 	p.SetHost(h)
+	// The re-reads run on the watcher's own thread, which must read the
+	// namespace the caller's thread is in, not the process's.
+	ns, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(ns)
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, os.NewSyscallError("socket(NETLINK_ROUTE)", err)
 	}
-	groups := uint32(unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR | unix.RTMGRP_IPV4_ROUTE | unix.RTMGRP_IPV6_ROUTE)
+	// RTNLGRP_NEXTHOP: replacing a nexthop object changes its routes,
+	// with no route notification when nexthop_compat_mode is off.
+	groups := uint32(unix.RTMGRP_IPV4_IFADDR|unix.RTMGRP_IPV6_IFADDR|unix.RTMGRP_IPV4_ROUTE|unix.RTMGRP_IPV6_ROUTE) | 1<<(unix.RTNLGRP_NEXTHOP-1)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: groups}); err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("bind(NETLINK_ROUTE)", err)
@@ -105,9 +278,18 @@ func WatchHost(p *Policy) (stop func(), err error) {
 	if h, err := HostNow(); err == nil {
 		p.SetHost(h)
 	}
+	entered := make(chan error)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// Never unlocked: a thread moved to another namespace ends with
+		// the goroutine.
+		runtime.LockOSThread()
+		if err := enterNetNS(ns); err != nil {
+			entered <- err
+			return
+		}
+		entered <- nil
 		buf := make([]byte, 64<<10)
 		for {
 			_, err := f.Read(buf)
@@ -125,5 +307,27 @@ func WatchHost(p *Policy) (stop func(), err error) {
 			}
 		}
 	}()
+	if err := <-entered; err != nil {
+		f.Close()
+		<-done
+		return nil, err
+	}
 	return func() { f.Close(); <-done }, nil
+}
+
+// enterNetNS moves the calling thread to the network namespace ns, when
+// it is not there already (setns needs CAP_SYS_ADMIN over it, which
+// rootfs without root lacks over the host's).
+func enterNetNS(ns int) error {
+	var want, have unix.Stat_t
+	if err := unix.Fstat(ns, &want); err != nil {
+		return err
+	}
+	if err := unix.Stat("/proc/thread-self/ns/net", &have); err != nil {
+		return err
+	}
+	if want.Dev == have.Dev && want.Ino == have.Ino {
+		return nil
+	}
+	return os.NewSyscallError("setns", unix.Setns(ns, unix.CLONE_NEWNET))
 }

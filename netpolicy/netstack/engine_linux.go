@@ -657,12 +657,17 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		case *dns.AAAA:
 			ip, _ = netip.AddrFromSlice(rr.AAAA.To16())
 			ip = ip.Unmap()
-		case *dns.SVCB:
-			keep = append(keep, e.hints(name, &rr.Value)...)
-			kept = append(kept, rr)
-			continue
-		case *dns.HTTPS:
-			keep = append(keep, e.hints(name, &rr.Value)...)
+		case *dns.SVCB, *dns.HTTPS:
+			// A service binding of another owner names nothing either:
+			// its hints are not the question's addresses.
+			if !slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
+				continue
+			}
+			if s, ok := rr.(*dns.SVCB); ok {
+				keep = append(keep, e.hints(name, &s.Value)...)
+			} else {
+				keep = append(keep, e.hints(name, &rr.(*dns.HTTPS).Value)...)
+			}
 			kept = append(kept, rr)
 			continue
 		default:

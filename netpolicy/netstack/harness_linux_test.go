@@ -417,6 +417,11 @@ func zone(w dns.ResponseWriter, r *dns.Msg) {
 			&dns.CNAME{Hdr: hdr("elsewhere.test.", dns.TypeCNAME), Target: q.Name})
 		m.Rcode = dns.RcodeSuccess
 		return
+	case strings.EqualFold(q.Name, "stray.test.") && q.Qtype == dns.TypeHTTPS:
+		// A service binding of another owner, hinting at an address.
+		m.Answer = append(m.Answer, must(dns.NewRR("injected.test. 60 IN HTTPS 1 . ipv4hint="+dnsAddr.String())))
+		m.Rcode = dns.RcodeSuccess
+		return
 	}
 	if strings.EqualFold(q.Name, "extra.test.") {
 		m.Extra = append(m.Extra, &dns.A{Hdr: dns.RR_Header{Name: "db.extra.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP("127.0.0.1")})
