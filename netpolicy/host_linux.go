@@ -291,6 +291,19 @@ func WatchHost(p *Policy) (stop func(), err error) {
 		}
 		entered <- nil
 		buf := make([]byte, 64<<10)
+		rc, _ := f.SyscallConn()
+		// drain discards the notifications already queued: one read of
+		// the view, which starts after them, covers them all.
+		drain := func() {
+			_ = rc.Read(func(fd uintptr) bool {
+				for {
+					if _, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT); err != nil {
+						return true
+					}
+				}
+			})
+		}
+		var last time.Time
 		for {
 			_, err := f.Read(buf)
 			switch {
@@ -302,6 +315,14 @@ func WatchHost(p *Policy) (stop func(), err error) {
 				// pause rather than spin.
 				time.Sleep(100 * time.Millisecond)
 			}
+			// A host whose routes churn (a router, a busy container
+			// host) sends notifications without pause: the view is read
+			// at most every minReread, once for all that came meanwhile.
+			if wait := minReread - time.Since(last); wait > 0 {
+				time.Sleep(wait)
+			}
+			drain()
+			last = time.Now()
 			if h, err := HostNow(); err == nil {
 				p.SetHost(h)
 			}
@@ -314,6 +335,9 @@ func WatchHost(p *Policy) (stop func(), err error) {
 	}
 	return func() { f.Close(); <-done }, nil
 }
+
+// minReread spaces the watcher's reads of the host's view.
+const minReread = 50 * time.Millisecond
 
 // enterNetNS moves the calling thread to the network namespace ns, when
 // it is not there already (setns needs CAP_SYS_ADMIN over it, which
