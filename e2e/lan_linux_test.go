@@ -13,30 +13,40 @@ import (
 )
 
 // The test LAN: a network namespace of its own, joined to the host by a
-// veth pair (the host's end 10.254.77.1/24, the machine 10.254.77.2),
-// standing for a registry or a database on the user's LAN: a private
-// address on the host's on-link network, and not one of the host's own.
-const (
-	lanHostCIDR = "10.254.77.1/24"
-	lanIP       = "10.254.77.2"
-)
+// veth pair (the host's end 10.254.N.1/24, the machine 10.254.N.2, N
+// from the test process's pid, so that two runs on one machine do not
+// share it), standing for a registry or a database on the user's LAN: a
+// private address on the host's on-link network, and not one of the
+// host's own.
 
 // lanListener listens on a TCP port of the test LAN's machine; the
-// machine and its link go when the test ends.
+// machine and its link go when the test ends, or with the test process.
 func lanListener(t *testing.T) net.Listener {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the test LAN needs root (a network namespace and a veth pair)")
 	}
+	// The anchor is started from a thread locked until the test ends: its
+	// death signal follows the thread that forked it, which must not end
+	// before the test does (nor outlive a killed test process).
 	anchor := exec.Command("sleep", "3600")
-	anchor.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
-	must(t, anchor.Start())
-	t.Cleanup(func() { anchor.Process.Kill(); anchor.Wait() }) // the namespace, and with it the veth pair, goes
+	anchor.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	started, end := make(chan error), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		started <- anchor.Start()
+		<-end
+	}()
+	must(t, <-started)
+	t.Cleanup(func() { anchor.Process.Kill(); anchor.Wait(); close(end) }) // the namespace, and with it the veth pair, goes
 	pid := fmt.Sprint(anchor.Process.Pid)
 	dev := fmt.Sprintf("rfsl%d", anchor.Process.Pid%100000)
+	net24 := fmt.Sprintf("10.254.%d", 1+os.Getpid()%250)
+	lanIP := net24 + ".2"
 	for _, args := range [][]string{
 		{"ip", "link", "add", dev, "type", "veth", "peer", "name", "lan0", "netns", pid},
-		{"ip", "addr", "add", lanHostCIDR, "dev", dev},
+		{"ip", "addr", "add", net24 + ".1/24", "dev", dev},
 		{"ip", "link", "set", dev, "up"},
 		{"nsenter", "-t", pid, "-n", "ip", "addr", "add", lanIP + "/24", "dev", "lan0"},
 		{"nsenter", "-t", pid, "-n", "ip", "link", "set", "lan0", "up"},

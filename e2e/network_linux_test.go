@@ -74,8 +74,8 @@ func testDNS(t *testing.T, names map[string]string) string {
 func TestNetworkRegistryByName(t *testing.T) {
 	rootfs := buildRootfs(t)
 	nodeBin(t)
-	ip := lanIP
 	reg := registryOn(t, lockedPackages(t), lanListener(t))
+	ip := reg.Listener.Addr().(*net.TCPAddr).IP.String()
 	port := reg.Listener.Addr().(*net.TCPAddr).Port
 	const name = "registry.rootfs-e2e.test"
 	dnsAddr := testDNS(t, map[string]string{name: ip})

@@ -108,7 +108,13 @@ func TestAttack6HostAddressAddedLater(t *testing.T) {
 	if r := attempt(t, sb, "[2001:db8:51::2]:8080", ""); r.reached() {
 		t.Fatalf("control: the host's address known at start reached: %v", r)
 	}
-	if r := attempt(t, nil, "["+later+"]:8080", ""); !r.reached() {
+	// The control may be tried again: on a loaded machine the new
+	// address's first connection can outlast attempt's 3 s.
+	r := attempt(t, nil, "["+later+"]:8080", "")
+	for i := 0; i < 3 && !r.reached(); i++ {
+		r = attempt(t, nil, "["+later+"]:8080", "")
+	}
+	if !r.reached() {
 		t.Fatalf("negative control (host network): %v", r)
 	}
 	// The policy learns of the address from the kernel's notification,
