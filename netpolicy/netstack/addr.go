@@ -34,12 +34,13 @@
 // Queries to Gateway:53 (UDP) are answered by asking the upstream resolver
 // (Options.Upstream, by default the host's first nameserver) from P1. A
 // name the policy refuses is not asked at all (MayResolve) and gets
-// NXDOMAIN; an answer's A (and AAAA) records are kept only when allowed
-// (DecideName), and an answer left with none is NXDOMAIN (rebinding to
+// NXDOMAIN. Of an answer, only the records on the CNAME chain from the
+// question reach the sandbox, and of their addresses (A, AAAA, service
+// bindings' hints) only those the policy allows (DecideName); an answer
+// left with none has no address, NOERROR and empty (rebinding to
 // 127.0.0.1 or the metadata address is refused here, and again by address
-// if the address is used without DNS); an AAAA answer left with none has
-// no address instead, since a resolver asking both at once (musl) takes
-// either NXDOMAIN for the name's end.
+// if the address is used without DNS), not NXDOMAIN, which a resolver
+// asking A and AAAA at once (musl) takes on either for the name's end.
 package netstack
 
 import "net/netip"

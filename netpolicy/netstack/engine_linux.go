@@ -636,20 +636,24 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 	}
 	keep, d := e.pol.DecideName(name, addrs)
 	if !d.Allow {
+		// The name is there; none of its addresses is the sandbox's:
+		// no address (NOERROR, empty) rather than NXDOMAIN, which a
+		// resolver that asks A and AAAA at once (musl) takes on either
+		// for the name's end, though the other family's may be allowed.
 		e.ref.refuse("dns", name, d)
-		if qn.Qtype == dns.TypeAAAA && len(addrs) > 0 {
-			// No address rather than no name: a resolver that asks A
-			// and AAAA at once (musl) takes NXDOMAIN on either for the
-			// name's end, and the A answer may be allowed.
-			return reply(dns.RcodeSuccess)
-		}
-		return reply(dns.RcodeNameError)
+		return reply(dns.RcodeSuccess)
 	}
-	// Only addresses the policy kept reach the sandbox: in the answer
-	// (whatever the question's type), in service bindings' hints, and
-	// none from the additional section, which a stub resolver may take.
+	// Only the chain's records reach the sandbox (other owners' name
+	// nothing the question asked), and of their addresses only those
+	// the policy kept: in A and AAAA records (whatever the question's
+	// type) and in service bindings' hints; none from the additional
+	// section, which a stub resolver may take.
 	kept := resp.Answer[:0]
+	var hinted []netip.Addr
 	for _, rr := range resp.Answer {
+		if !slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
+			continue
+		}
 		var ip netip.Addr
 		switch rr := rr.(type) {
 		case *dns.A:
@@ -657,32 +661,31 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		case *dns.AAAA:
 			ip, _ = netip.AddrFromSlice(rr.AAAA.To16())
 			ip = ip.Unmap()
-		case *dns.SVCB, *dns.HTTPS:
-			// A service binding of another owner names nothing either:
-			// its hints are not the question's addresses.
-			if !slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
-				continue
-			}
-			if s, ok := rr.(*dns.SVCB); ok {
-				keep = append(keep, e.hints(name, &s.Value)...)
-			} else {
-				keep = append(keep, e.hints(name, &rr.(*dns.HTTPS).Value)...)
-			}
+		case *dns.SVCB:
+			hinted = append(hinted, e.hints(name, &rr.Value)...)
+			kept = append(kept, rr)
+			continue
+		case *dns.HTTPS:
+			hinted = append(hinted, e.hints(name, &rr.Value)...)
 			kept = append(kept, rr)
 			continue
 		default:
 			kept = append(kept, rr)
 			continue
 		}
-		if containsAddr(keep, ip) && slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
+		if containsAddr(keep, ip) {
 			kept = append(kept, rr)
 		}
 	}
 	resp.Answer = kept
+	keep = append(keep, hinted...)
+	clientEDNS := m.IsEdns0() != nil
 	resp.Extra = slices.DeleteFunc(resp.Extra, func(rr dns.RR) bool {
 		switch rr.(type) {
 		case *dns.A, *dns.AAAA, *dns.SVCB, *dns.HTTPS:
 			return true
+		case *dns.OPT: // asked upstream for rootfs's sake
+			return !clientEDNS
 		}
 		return false
 	})
@@ -699,7 +702,13 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		}
 		resp.Truncate(size)
 	}
+	resp.Compress = true
 	b, err := resp.Pack()
+	if err == nil && len(b) > dns.MaxMsgSize {
+		// Over TCP the length prefix holds 65535 bytes at most.
+		resp.Truncate(dns.MaxMsgSize)
+		b, err = resp.Pack()
+	}
 	if err != nil {
 		return reply(dns.RcodeServerFailure)
 	}

@@ -382,6 +382,9 @@ func init() {
 func zone(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(r)
+	if o := r.IsEdns0(); o != nil {
+		m.SetEdns0(4096, false) // as a server with EDNS0 answers it
+	}
 	defer func() {
 		if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
 			size := dns.MinMsgSize

@@ -156,3 +156,53 @@ func TestCNAMEChain(t *testing.T) {
 		t.Errorf("negative control (host network) %s: %v", stray, r)
 	}
 }
+
+// TestDNSAnswerForm: what the sandbox's resolver returns besides the
+// addresses. A name refused by its addresses is there with no address
+// (NOERROR, empty: musl, asking A and AAAA at once, takes NXDOMAIN on
+// either for the name's end), a name refused by a rule is NXDOMAIN, a
+// client that sent no EDNS0 gets no OPT record (rootfs adds EDNS0 for its
+// own question upstream), and a CNAME of another owner does not reach the
+// sandbox. Controls: the zone's own answers.
+func TestDNSAnswerForm(t *testing.T) {
+	sb := newSandbox(t, netpolicy.Options{Deny: []string{"other.internet.test"}})
+	ask := func(name string, qtype uint16, edns bool) *dns.Msg {
+		return inNS(t, sb.pid, func() *dns.Msg {
+			m := new(dns.Msg).SetQuestion(name, qtype)
+			if edns {
+				m.SetEdns0(4096, false)
+			}
+			r, _, err := (&dns.Client{Timeout: 3 * time.Second}).Exchange(m, Gateway.String()+":53")
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				return new(dns.Msg)
+			}
+			return r
+		})
+	}
+	if r := ask("rebind-lo.test.", dns.TypeA, false); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 {
+		t.Errorf("a name rebound to loopback: %s with %d answers, want NOERROR and none", dns.RcodeToString[r.Rcode], len(r.Answer))
+	}
+	if r := ask("other.internet.test.", dns.TypeA, false); r.Rcode != dns.RcodeNameError {
+		t.Errorf("a denied name: %s, want NXDOMAIN", dns.RcodeToString[r.Rcode])
+	}
+	if r := ask("www.internet.test.", dns.TypeA, false); r.IsEdns0() != nil || len(r.Answer) != 1 {
+		t.Errorf("no EDNS0 asked: OPT %v, %d answers; want no OPT and one answer", r.IsEdns0(), len(r.Answer))
+	}
+	if r := ask("www.internet.test.", dns.TypeA, true); r.IsEdns0() == nil {
+		t.Error("EDNS0 asked: no OPT in the answer")
+	}
+	r := ask("stray.test.", dns.TypeA, false)
+	for _, rr := range r.Answer {
+		if rr.Header().Name != "stray.test." {
+			t.Errorf("a record of another owner reached the sandbox: %v", rr)
+		}
+	}
+	c := inNS(t, hostPID, func() *dns.Msg {
+		r, _, _ := (&dns.Client{Timeout: 3 * time.Second}).Exchange(new(dns.Msg).SetQuestion("stray.test.", dns.TypeA), dnsAddr.String()+":53")
+		return r
+	})
+	if c == nil || len(c.Answer) != 3 {
+		t.Errorf("control: the zone's own answer for stray.test: %v", c)
+	}
+}
