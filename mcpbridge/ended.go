@@ -186,15 +186,16 @@ type initState struct {
 func newInitState() *initState { return &initState{settled: make(chan struct{})} }
 
 // goneMessage returns the message to answer a client request with, once the server has ended
-// ("" while it runs). An initialize answered with it settles the wait.
-func (s *initState) goneMessage(initialize bool) string {
+// ("" while it runs). An initialize answered with it settles the wait (settle), once the answer
+// is on its way: Run stops the client's writer when the wait is settled.
+func (s *initState) goneMessage() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gone != "" && initialize {
-		s.settledOnce.Do(func() { close(s.settled) })
-	}
 	return s.gone
 }
+
+// settle ends Run's wait for the initialize (awaitInitialize), which has been answered.
+func (s *initState) settle() { s.settledOnce.Do(func() { close(s.settled) }) }
 
 // forwarded records that an initialize is in the forwarded table.
 func (s *initState) forwarded() {

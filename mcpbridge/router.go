@@ -190,9 +190,15 @@ func (b *Bridge) routeClient(el []byte) route {
 			b.log.Warn("refused a modern-era request", zap.String("method", e.method), zap.String("version", v))
 			return route{reply: unsupportedVersionReply(e.id, v)}
 		}
-		if msg := b.init.goneMessage(e.method == methodInitialize); msg != "" {
-			// The server has ended and the client has not initialized: tell it why.
-			return route{reply: errorReply(e.id, codeInternalError, msg, nil)}
+		if msg := b.init.goneMessage(); msg != "" {
+			// The server has ended and the client has not initialized: tell it why. The wait
+			// for the initialize ends after the reply is queued (after runs after it is sent),
+			// or Run could stop the client's writer first and lose it.
+			r := route{reply: errorReply(e.id, codeInternalError, msg, nil)}
+			if e.method == methodInitialize {
+				r.after = b.init.settle
+			}
+			return r
 		}
 		if len(e.rawID) > maxIDLen {
 			return route{reply: errorReply(e.id, codeInvalidRequest,
