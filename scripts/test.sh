@@ -57,5 +57,6 @@ fuzz rootset FuzzNames
 fuzz mcpbridge FuzzRouter
 fuzz netpolicy FuzzParseRule
 fuzz netpolicy/netstack FuzzServerName
+fuzz netpolicy/netstack FuzzDNSAnswer
 fuzz audit FuzzAppendJSON
 echo "== all tests passed" >&2

@@ -601,12 +601,54 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		return reply(dns.RcodeServerFailure)
 	}
 	resp.Id = m.Id
+	keep, chain, d := e.filterAnswer(name, m.IsEdns0() != nil, resp)
+	if !d.Allow {
+		// The name is there; none of its addresses is the sandbox's:
+		// no address (NOERROR, empty) rather than NXDOMAIN, which a
+		// resolver that asks A and AAAA at once (musl) takes on either
+		// for the name's end, though the other family's may be allowed.
+		e.ref.refuse("dns", name, d)
+		return reply(dns.RcodeSuccess)
+	}
+	if len(keep) > 0 {
+		for _, n := range chain {
+			e.table.Add(n, keep)
+		}
+	}
+	e.n.dnsAnswered.Add(1)
+	if !overTCP {
+		size := dns.MinMsgSize
+		if o := m.IsEdns0(); o != nil {
+			size = max(int(o.UDPSize()), dns.MinMsgSize)
+		}
+		resp.Truncate(size)
+	}
+	resp.Compress = true
+	b, err := resp.Pack()
+	if err == nil && len(b) > dns.MaxMsgSize {
+		// Over TCP the length prefix holds 65535 bytes at most.
+		resp.Truncate(dns.MaxMsgSize)
+		b, err = resp.Pack()
+	}
+	if err != nil {
+		return reply(dns.RcodeServerFailure)
+	}
+	return b
+}
+
+// filterAnswer makes resp, the upstream's answer to a question for name
+// (canonical), what the sandbox may be told, and returns the addresses it
+// keeps with the names that lead to them (the question's and the CNAME
+// chain from it). d refuses the name when it had addresses and the policy
+// allows none of them; resp is then not to be sent. clientEDNS says the
+// sandbox's question had EDNS0.
+func (e *Engine) filterAnswer(name string, clientEDNS bool, resp *dns.Msg) (keep []netip.Addr, chain []string, d netpolicy.Decision) {
 	var addrs []netip.Addr
 	// The names that lead to the answer's addresses: the question's and
 	// the CNAME chain from it, as a stub resolver follows it. Records of
 	// other owners (an upstream may add them) name nothing and give no
 	// address.
-	chain := []string{name}
+	chain = []string{name}
 	for grew := true; grew && len(chain) <= len(resp.Answer); {
 		grew = false
 		for _, rr := range resp.Answer {
@@ -634,14 +676,9 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 			}
 		}
 	}
-	keep, d := e.pol.DecideName(name, addrs)
+	keep, d = e.pol.DecideName(name, addrs)
 	if !d.Allow {
-		// The name is there; none of its addresses is the sandbox's:
-		// no address (NOERROR, empty) rather than NXDOMAIN, which a
-		// resolver that asks A and AAAA at once (musl) takes on either
-		// for the name's end, though the other family's may be allowed.
-		e.ref.refuse("dns", name, d)
-		return reply(dns.RcodeSuccess)
+		return nil, chain, d
 	}
 	// Only the chain's records reach the sandbox (other owners' name
 	// nothing the question asked), and of their addresses only those
@@ -679,7 +716,6 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 	}
 	resp.Answer = kept
 	keep = append(keep, hinted...)
-	clientEDNS := m.IsEdns0() != nil
 	resp.Extra = slices.DeleteFunc(resp.Extra, func(rr dns.RR) bool {
 		switch rr.(type) {
 		case *dns.A, *dns.AAAA, *dns.SVCB, *dns.HTTPS:
@@ -689,30 +725,7 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		}
 		return false
 	})
-	if len(keep) > 0 {
-		for _, n := range chain {
-			e.table.Add(n, keep)
-		}
-	}
-	e.n.dnsAnswered.Add(1)
-	if !overTCP {
-		size := dns.MinMsgSize
-		if o := m.IsEdns0(); o != nil {
-			size = max(int(o.UDPSize()), dns.MinMsgSize)
-		}
-		resp.Truncate(size)
-	}
-	resp.Compress = true
-	b, err := resp.Pack()
-	if err == nil && len(b) > dns.MaxMsgSize {
-		// Over TCP the length prefix holds 65535 bytes at most.
-		resp.Truncate(dns.MaxMsgSize)
-		b, err = resp.Pack()
-	}
-	if err != nil {
-		return reply(dns.RcodeServerFailure)
-	}
-	return b
+	return keep, chain, netpolicy.Decision{Allow: true}
 }
 
 // hints keeps, in a service binding's (SVCB, HTTPS) ipv4hint and
