@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -178,6 +179,9 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	if s.srv.Net != nil {
 		if s.srv.Net.TUN == nil {
 			spec.NoNetwork = true // for status: only loopback (startNetwork says why)
+		}
+		if !s.srv.Net.IPv6 && spec.Net != nil {
+			spec.Net.Addr6 = netip.Prefix{} // for status: the sandbox could not have it
 		}
 		stopNet, err := startNetwork(o.Sandbox.Net, s.srv.Net, &fast, s.vis.netRefused, log)
 		if err != nil {

@@ -96,8 +96,10 @@ func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
 	switch {
 	case spec.NoNetwork:
 		info.Network = "none (loopback only)"
+	case spec.Net != nil && spec.Net.Addr6.IsValid():
+		info.Network = netDescription(o.Sandbox.Net) + "; IPv4 and IPv6"
 	case spec.Net != nil:
-		info.Network = netDescription(o.Sandbox.Net)
+		info.Network = netDescription(o.Sandbox.Net) + "; IPv4 only"
 	}
 	info.Runtime = append(info.Runtime, spec.RuntimeDirs...)
 	if spec.RuntimeDirs == nil {
