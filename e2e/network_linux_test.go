@@ -200,14 +200,21 @@ func serveBody(t *testing.T, network, body string, addrs ...string) []string {
 	for _, a := range addrs {
 		ln, err := net.Listen(network, a)
 		must(t, err)
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
-		srv.Listener.Close()
-		srv.Listener = ln
-		srv.Start()
-		t.Cleanup(srv.Close)
-		urls = append(urls, srv.URL)
+		urls = append(urls, serveOn(t, body, ln))
 	}
 	return urls
+}
+
+// serveOn serves body over HTTP on ln until the test ends, and returns
+// its URL.
+func serveOn(t *testing.T, body string, ln net.Listener) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // curlFetch makes steps in which the server runs curl --noproxy '*' (a
@@ -230,16 +237,25 @@ func curlFetch(t *testing.T, flags ...string) func(label, url string) step {
 // IPv6), or the test skips.
 func hostIPv6(t *testing.T) string {
 	t.Helper()
+	ip, err := hostIPv6Addr()
+	if err != nil {
+		t.Skip(err.Error())
+	}
+	return ip
+}
+
+// hostIPv6Addr is hostIPv6's address, or why there is none.
+func hostIPv6Addr() (string, error) {
 	c, err := net.Dial("udp6", "[2001:4860:4860::8888]:53")
 	if err != nil {
-		t.Skip("this host has no IPv6 route, so rootfs gives the sandbox none: " + err.Error())
+		return "", fmt.Errorf("this host has no IPv6 route, so rootfs gives the sandbox none: %v", err)
 	}
 	defer c.Close()
 	a := c.LocalAddr().(*net.UDPAddr)
 	if a.IP.IsLinkLocalUnicast() || a.IP.IsLoopback() {
-		t.Skip("this host routes IPv6 only from a link-local address, so rootfs gives the sandbox none")
+		return "", fmt.Errorf("this host routes IPv6 only from a link-local address, so rootfs gives the sandbox none")
 	}
-	return a.IP.String()
+	return a.IP.String(), nil
 }
 
 // TestVSCodeSandboxWrapStarts: a VS Code server with its own sandbox
