@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -14,10 +15,14 @@ import (
 
 // The test LAN: a network namespace of its own, joined to the host by a
 // veth pair (the host's end 10.254.N.1/24, the machine 10.254.N.2, N
-// from the test process's pid, so that two runs on one machine do not
-// share it), standing for a registry or a database on the user's LAN: a
+// from the test process's pid and a count, so that neither two runs on
+// one machine nor two tests of one run share it), standing for a registry or a database on the user's LAN: a
 // private address on the host's on-link network, and not one of the
 // host's own.
+
+// lanSeq numbers the test LANs of this process: each has a subnet of
+// its own.
+var lanSeq atomic.Int32
 
 // lanListener listens on a TCP port of the test LAN's machine; the
 // machine and its link go when the test ends, or with the test process.
@@ -39,10 +44,19 @@ func lanListener(t *testing.T) net.Listener {
 		<-end
 	}()
 	must(t, <-started)
-	t.Cleanup(func() { anchor.Process.Kill(); anchor.Wait(); close(end) }) // the namespace, and with it the veth pair, goes
 	pid := fmt.Sprint(anchor.Process.Pid)
 	dev := fmt.Sprintf("rfsl%d", anchor.Process.Pid%100000)
-	net24 := fmt.Sprintf("10.254.%d", 1+os.Getpid()%250)
+	t.Cleanup(func() {
+		// The veth pair goes at once with its host end; the namespace's
+		// own end of it would only go when the kernel frees the
+		// namespace, later, and meanwhile its route would shadow the
+		// next test LAN's.
+		exec.Command("ip", "link", "del", dev).Run()
+		anchor.Process.Kill()
+		anchor.Wait()
+		close(end)
+	})
+	net24 := fmt.Sprintf("10.254.%d", 1+(os.Getpid()+int(lanSeq.Add(1))*37)%250)
 	lanIP := net24 + ".2"
 	for _, args := range [][]string{
 		{"ip", "link", "add", dev, "type", "veth", "peer", "name", "lan0", "netns", pid},
