@@ -113,29 +113,36 @@ func onLink(m syscall.NetlinkMessage, nh map[uint32]bool) (netip.Prefix, bool) {
 // multipathOnLink reports whether a hop of an RTA_MULTIPATH value (struct
 // rtnexthop, each followed by its attributes) has no gateway.
 func multipathOnLink(b []byte) bool {
-	const sizeofRtNexthop = 8
-	for len(b) >= sizeofRtNexthop {
+	for len(b) >= unix.SizeofRtNexthop {
 		l := int(binary.NativeEndian.Uint16(b[0:2]))
-		if l < sizeofRtNexthop || l > len(b) {
+		if l < unix.SizeofRtNexthop || l > len(b) {
 			return false
 		}
 		gateway := false
-		for a := b[sizeofRtNexthop:l]; len(a) >= 4; {
-			al := int(binary.NativeEndian.Uint16(a[0:2]))
-			if al < 4 || al > len(a) {
-				break
-			}
-			if t := binary.NativeEndian.Uint16(a[2:4]) & nlaTypeMask; t == syscall.RTA_GATEWAY || t == unix.RTA_VIA {
+		forEachAttr(b[unix.SizeofRtNexthop:l], func(t uint16, _ []byte) {
+			if t == syscall.RTA_GATEWAY || t == unix.RTA_VIA {
 				gateway = true
 			}
-			a = a[min(align4(al), len(a)):]
-		}
+		})
 		if !gateway {
 			return true
 		}
 		b = b[min(align4(l), len(b)):]
 	}
 	return false
+}
+
+// forEachAttr calls f with the type (flags masked off) and value of each
+// netlink attribute in b, up to the first that does not fit.
+func forEachAttr(b []byte, f func(typ uint16, v []byte)) {
+	for len(b) >= unix.SizeofNlAttr {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		if l < unix.SizeofNlAttr || l > len(b) {
+			return
+		}
+		f(binary.NativeEndian.Uint16(b[2:4])&nlaTypeMask, b[unix.SizeofNlAttr:l])
+		b = b[min(align4(l), len(b)):]
+	}
 }
 
 func align4(n int) int { return (n + 3) &^ 3 }
@@ -206,13 +213,8 @@ func nexthops() (map[uint32]bool, error) {
 			var id uint32
 			var haveID, gateway, blackhole bool
 			var members []uint32
-			for a := m.Data[unix.SizeofNhmsg:]; len(a) >= 4; {
-				l := int(binary.NativeEndian.Uint16(a[0:2]))
-				if l < 4 || l > len(a) {
-					break
-				}
-				v := a[4:l]
-				switch binary.NativeEndian.Uint16(a[2:4]) & nlaTypeMask {
+			forEachAttr(m.Data[unix.SizeofNhmsg:], func(t uint16, v []byte) {
+				switch t {
 				case unix.NHA_ID:
 					if len(v) == 4 {
 						id, haveID = binary.NativeEndian.Uint32(v), true
@@ -226,8 +228,7 @@ func nexthops() (map[uint32]bool, error) {
 						members = append(members, binary.NativeEndian.Uint32(v[0:4]))
 					}
 				}
-				a = a[min(align4(l), len(a)):]
-			}
+			})
 			switch {
 			case !haveID:
 			case members != nil:
@@ -248,11 +249,6 @@ const nlaTypeMask = 1<<14 - 1
 // kernel says an address, a route or a nexthop object changed, until stop
 // is called. An error reading the view at a change keeps the last one.
 func WatchHost(p *Policy) (stop func(), err error) {
-	h, err := HostNow()
-	if err != nil {
-		return nil, err
-	}
-	p.SetHost(h)
 	// The re-reads run on the watcher's own thread, which must read the
 	// namespace the caller's thread is in, not the process's.
 	ns, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -273,11 +269,14 @@ func WatchHost(p *Policy) (stop func(), err error) {
 	}
 	// Read through Go's poller, so that Close ends a pending read.
 	f := os.NewFile(uintptr(fd), "netlink-route")
-	// The view is read again before the change is first looked at: a
-	// change between HostNow and the bind would be missed otherwise.
-	if h, err := HostNow(); err == nil {
-		p.SetHost(h)
+	// The view is read once the socket is bound, so that no change falls
+	// between the read and the first notification.
+	h, err := HostNow()
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
+	p.SetHost(h)
 	entered := make(chan error)
 	done := make(chan struct{})
 	go func() {

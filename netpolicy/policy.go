@@ -214,9 +214,10 @@ func (p *Policy) decide(q Query, dns bool) Decision {
 			return Decision{Reason: "refused by --deny-net " + r.Text}
 		}
 	}
-	// A name never allows the host's loopback or a link-local address (the
-	// metadata service): whoever answers for an allowed name could point
-	// it there (DNS rebinding). Only an address rule or localhost:PORT does.
+	// A name never allows what nameProof lists (the host's loopback and
+	// own addresses, link-local and metadata addresses): whoever answers
+	// for an allowed name could point it there (DNS rebinding). Only an
+	// address rule or localhost:PORT does.
 	byName := !p.nameProof(a)
 	for i := range p.allow {
 		r := &p.allow[i]

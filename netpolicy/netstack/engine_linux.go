@@ -646,8 +646,7 @@ func (e *Engine) filterAnswer(name string, clientEDNS bool, resp *dns.Msg) (keep
 	var addrs []netip.Addr
 	// The names that lead to the answer's addresses: the question's and
 	// the CNAME chain from it, as a stub resolver follows it. Records of
-	// other owners (an upstream may add them) name nothing and give no
-	// address.
+	// other owners (an upstream may add them) name nothing and go.
 	chain = []string{name}
 	for grew := true; grew && len(chain) <= len(resp.Answer); {
 		grew = false
@@ -661,10 +660,10 @@ func (e *Engine) filterAnswer(name string, clientEDNS bool, resp *dns.Msg) (keep
 			}
 		}
 	}
+	resp.Answer = slices.DeleteFunc(resp.Answer, func(rr dns.RR) bool {
+		return !slices.Contains(chain, netpolicy.CanonName(rr.Header().Name))
+	})
 	for _, rr := range resp.Answer {
-		if !slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
-			continue
-		}
 		switch rr := rr.(type) {
 		case *dns.A:
 			if a, ok := netip.AddrFromSlice(rr.A.To4()); ok {
@@ -680,17 +679,14 @@ func (e *Engine) filterAnswer(name string, clientEDNS bool, resp *dns.Msg) (keep
 	if !d.Allow {
 		return nil, chain, d
 	}
-	// Only the chain's records reach the sandbox (other owners' name
-	// nothing the question asked), and of their addresses only those
-	// the policy kept: in A and AAAA records (whatever the question's
+	// Of the chain's records (the only ones left: other owners' name
+	// nothing the question asked), only the addresses the policy kept
+	// reach the sandbox: in A and AAAA records (whatever the question's
 	// type) and in service bindings' hints; none from the additional
 	// section, which a stub resolver may take.
 	kept := resp.Answer[:0]
 	var hinted []netip.Addr
 	for _, rr := range resp.Answer {
-		if !slices.Contains(chain, netpolicy.CanonName(rr.Header().Name)) {
-			continue
-		}
 		var ip netip.Addr
 		switch rr := rr.(type) {
 		case *dns.A:
