@@ -141,11 +141,7 @@ func TestAuditAsRootAndUnprivileged(t *testing.T) {
 	rootfs := buildRootfs(t)
 	for _, m := range nestedModes(t) {
 		t.Run(m.name, func(t *testing.T) {
-			base, err := filepath.EvalSymlinks(t.TempDir())
-			must(t, err)
-			for _, d := range []string{filepath.Dir(base), base} {
-				must(t, os.Chmod(d, 0o755))
-			}
+			base := openTempDir(t)
 			proj := filepath.Join(base, "proj")
 			mustWrite(t, filepath.Join(proj, "proj.txt"), "content of proj\n")
 			logDir := filepath.Join(base, "log")

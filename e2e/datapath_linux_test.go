@@ -27,11 +27,7 @@ import (
 // that the server (the invoking user on the host) may write them.
 func dpHost(t *testing.T, uid uint32, files map[string]string) string {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	must(t, err)
-	for _, d := range []string{filepath.Dir(base), base} {
-		must(t, os.Chmod(d, 0o755))
-	}
+	base := openTempDir(t)
 	for rel, content := range files {
 		mustWrite(t, filepath.Join(base, rel), content)
 	}

@@ -673,11 +673,7 @@ func TestHostLayoutProbeBattery(t *testing.T) {
 	t.Setenv("ROOTFS_CANARY_ENV", "T4") // the env case: must not reach the server
 	modes := nestedModes(t)
 
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	must(t, err)
-	for _, d := range []string{filepath.Dir(base), base} {
-		must(t, os.Chmod(d, 0o755))
-	}
+	base := openTempDir(t)
 	data := filepath.Join(base, "data")
 	must(t, os.MkdirAll(data, 0o777))
 	must(t, os.Chmod(data, 0o777))

@@ -96,13 +96,7 @@ for line in sys.stdin:
 // with credentials in it that no server may see.
 func launchHome(t *testing.T) (home, secret string) {
 	t.Helper()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{filepath.Dir(base), base} {
-		must(t, os.Chmod(d, 0o755))
-	}
+	base := openTempDir(t)
 	home = filepath.Join(base, "home")
 	secret = "ssh-key-" + randHex(8)
 	mustWrite(t, filepath.Join(home, ".ssh", "id_ed25519"), secret+"\n")

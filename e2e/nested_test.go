@@ -72,13 +72,22 @@ type nestedHost struct {
 	base, ws, app, secret, token, other, proj, link string
 }
 
-func newNestedHost(t *testing.T, uid uint32) nestedHost {
+// openTempDir is a temporary directory of the test, its symlinks
+// resolved, that other users may traverse (it and its parent 0755): the
+// place for what a server running as another user (nobody) must reach.
+func openTempDir(t *testing.T) string {
 	t.Helper()
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	must(t, err)
 	for _, d := range []string{filepath.Dir(base), base} {
 		must(t, os.Chmod(d, 0o755))
 	}
+	return base
+}
+
+func newNestedHost(t *testing.T, uid uint32) nestedHost {
+	t.Helper()
+	base := openTempDir(t)
 	h := nestedHost{base: base, ws: filepath.Join(base, "ws"), secret: filepath.Join(base, "secret-"+randHex(4)),
 		token: "token-" + randHex(8), other: filepath.Join(base, "other"), proj: filepath.Join(base, "proj"), link: filepath.Join(base, "link")}
 	h.app = filepath.Join(h.ws, "app")

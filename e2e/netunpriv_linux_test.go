@@ -39,11 +39,7 @@ func TestNetworkUnprivileged(t *testing.T) {
 		urls["own6"] = serveBody(t, "tcp6", body, "["+ip6+"]:0")[0]
 		families = append(families, "own6")
 	}
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	must(t, err)
-	for _, d := range []string{filepath.Dir(base), base} {
-		must(t, os.Chmod(d, 0o755))
-	}
+	base := openTempDir(t)
 	proj := filepath.Join(base, "proj")
 	must(t, os.Mkdir(proj, 0o755))
 	must(t, os.Chown(proj, 65534, 65534))

@@ -47,11 +47,7 @@ func TestAuditSeccompRefusal(t *testing.T) {
 	}()
 	for _, m := range nestedModes(t) {
 		t.Run(m.name, func(t *testing.T) {
-			base, err := filepath.EvalSymlinks(t.TempDir())
-			must(t, err)
-			for _, d := range []string{filepath.Dir(base), base} {
-				must(t, os.Chmod(d, 0o755))
-			}
+			base := openTempDir(t)
 			proj := filepath.Join(base, "proj")
 			logDir := filepath.Join(base, "log")
 			runtimeDir := filepath.Join(base, "run")
@@ -164,11 +160,7 @@ func TestAuditSeccompFallback(t *testing.T) {
 	}
 	for _, m := range nestedModes(t) {
 		t.Run(m.name, func(t *testing.T) {
-			base, err := filepath.EvalSymlinks(t.TempDir())
-			must(t, err)
-			for _, d := range []string{filepath.Dir(base), base} {
-				must(t, os.Chmod(d, 0o755))
-			}
+			base := openTempDir(t)
 			proj := filepath.Join(base, "proj")
 			logDir := filepath.Join(base, "log")
 			must(t, os.Mkdir(proj, 0o755))
