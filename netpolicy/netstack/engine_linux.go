@@ -65,6 +65,10 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MaxFlows: DefaultMaxFlows when 0.
 	MaxFlows int
+	// MaxBuffers bounds the bytes the stack's TCP buffers may hold for
+	// all the sandbox's connections together, both ways:
+	// DefaultMaxBuffers when 0.
+	MaxBuffers int64
 	// IPv6 says the sandbox has SandboxAddr6 and P1 can reach IPv6:
 	// AAAA questions are then asked upstream and their answers judged
 	// and recorded; without it they get no address.
@@ -99,10 +103,14 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
-	// mu guards listeners.
+	// mu guards listeners and relays.
 	mu        sync.Mutex
 	listeners []net.Listener
 	fast      atomic.Pointer[fastPath] // ServeRelay's
+	// relays are the connections being relayed, by their sandbox side,
+	// for Close to end; nil once closed.
+	relays map[net.Conn]net.Conn
+	bufs   *buffers
 
 	n counters
 }
@@ -145,6 +153,9 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	if o.MaxFlows <= 0 {
 		o.MaxFlows = DefaultMaxFlows
 	}
+	if o.MaxBuffers <= 0 {
+		o.MaxBuffers = DefaultMaxBuffers
+	}
 	if o.Upstream == "" {
 		cfg, err := dns.ClientConfigFromFile("/etc/resolv.conf")
 		if err != nil || len(cfg.Servers) == 0 {
@@ -153,7 +164,8 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		o.Upstream = net.JoinHostPort(cfg.Servers[0], cfg.Port)
 	}
 	e := &Engine{pol: o.Policy, table: o.Table, log: o.Logger, ref: newRefusals(o.Logger, o.Refused), upstream: o.Upstream,
-		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun}}
+		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun},
+		relays: make(map[net.Conn]net.Conn)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 
 	s := stack.New(stack.Options{
@@ -164,12 +176,10 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	sack := tcpip.TCPSACKEnabled(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	// Small buffers to start with, grown by the stack for a busy
-	// connection (receive moderation): 200 idle connections hold little,
-	// one bulk transfer still gets a large window.
-	rcv := tcpip.TCPReceiveBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: 8 << 20}
-	s.SetTransportProtocolOption(tcp.ProtocolNumber, &rcv)
-	snd := tcpip.TCPSendBufferSizeRangeOption{Min: 4 << 10, Default: 128 << 10, Max: 8 << 20}
-	s.SetTransportProtocolOption(tcp.ProtocolNumber, &snd)
+	// connection (receive moderation, send buffer auto-tuning): 200 idle
+	// connections hold little, one bulk transfer still gets a large
+	// window, and all of them together stay within MaxBuffers.
+	e.bufs = newBuffers(s, o.MaxBuffers)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
 	var ep stack.LinkEndpoint
@@ -212,6 +222,13 @@ func (e *Engine) Close() error {
 		for _, l := range e.listeners {
 			l.Close()
 		}
+		// A relay blocked on a peer that stopped reading would outlive
+		// the engine, with what it holds.
+		for c, up := range e.relays {
+			c.Close()
+			up.Close()
+		}
+		e.relays = nil
 		e.mu.Unlock()
 		// Destroy, not Close: Close leaves the NIC, and its link's reader
 		// goes on reading the TUN's descriptor number after the TUN is
@@ -268,8 +285,9 @@ func dstString(a netip.Addr, port uint16, names []string) string {
 }
 
 // accept completes the sandbox's handshake of r and returns its side of
-// the connection; nil (and a reset) when the stack cannot.
-func accept(r *tcp.ForwarderRequest) *gonet.TCPConn {
+// the connection, its buffers counted in the engine's budget until it is
+// closed; nil (and a reset) when the stack cannot.
+func (e *Engine) accept(r *tcp.ForwarderRequest) net.Conn {
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
@@ -277,7 +295,21 @@ func accept(r *tcp.ForwarderRequest) *gonet.TCPConn {
 		return nil
 	}
 	r.Complete(false)
-	return gonet.NewTCPConn(&wq, ep)
+	e.bufs.add(ep)
+	return &stackConn{TCPConn: gonet.NewTCPConn(&wq, ep), release: func() { e.bufs.remove(ep) }}
+}
+
+// stackConn is a connection of the stack's, counted in the buffer budget.
+type stackConn struct {
+	*gonet.TCPConn
+	once    sync.Once
+	release func()
+}
+
+func (c *stackConn) Close() error {
+	err := c.TCPConn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // handleTCP runs in a goroutine of its own for each SYN (the forwarder's).
@@ -296,7 +328,7 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 			return
 		}
 		defer func() { <-e.dnsSem }()
-		if c := accept(r); c != nil {
+		if c := e.accept(r); c != nil {
 			e.serveDNSTCP(c)
 		}
 		return
@@ -320,7 +352,7 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 		return
 	}
 	defer up.Close()
-	c := accept(r)
+	c := e.accept(r)
 	if c == nil {
 		return
 	}
@@ -344,6 +376,20 @@ func (e *Engine) dialTCP(q netpolicy.Query) (net.Conn, error) {
 // decides again with it; then it copies both ways until both are done.
 // fast counts it as the fast path's.
 func (e *Engine) relay(c, up net.Conn, q netpolicy.Query, fast bool) {
+	e.mu.Lock()
+	if e.relays == nil {
+		e.mu.Unlock()
+		return // closed
+	}
+	e.relays[c] = up
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if e.relays != nil {
+			delete(e.relays, c)
+		}
+		e.mu.Unlock()
+	}()
 	dst, port, names := q.Addr, q.Port, q.Names
 	upFirst := make(chan []byte, 1)
 	var peekMu sync.Mutex // held to change peeking and c's read deadline

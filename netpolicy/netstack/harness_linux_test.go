@@ -481,6 +481,13 @@ func newSandboxMode(t testing.TB, o netpolicy.Options, mode dialMode) *sandbox {
 // says (the sandbox has its IPv6 address either way).
 func newSandboxFamilies(t testing.TB, o netpolicy.Options, mode dialMode, ipv6 bool) *sandbox {
 	t.Helper()
+	return newSandboxEngine(t, o, mode, Options{IPv6: ipv6})
+}
+
+// newSandboxEngine is newSandboxMode with the engine's options eo (its
+// policy, logger and upstream are the harness's).
+func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Options) *sandbox {
+	t.Helper()
 	setupWorld(t)
 	pol, err := netpolicy.New(o)
 	if err != nil {
@@ -531,7 +538,8 @@ func newSandboxFamilies(t testing.TB, o netpolicy.Options, mode dialMode, ipv6 b
 	if m.err != nil {
 		t.Fatal(m.err)
 	}
-	eng, err := New(m.tun, Options{Policy: pol, Logger: testLogger(t), Upstream: dnsAddr.String() + ":53", IPv6: ipv6})
+	eo.Policy, eo.Logger, eo.Upstream = pol, testLogger(t), dnsAddr.String()+":53"
+	eng, err := New(m.tun, eo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,209 @@
+package netstack
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// The world's side of TestStackBuffersBounded: a sink that drains its
+// first growBytes and then stops reading, and a source that writes
+// until the connection ends.
+const (
+	sinkPort   = 7200
+	sourcePort = 7201
+	growBytes  = 48 << 20
+)
+
+var bufferWorld sync.Once
+
+func setupBufferWorld(t *testing.T) {
+	w := setupWorld(t)
+	bufferWorld.Do(func() {
+		inNS(t, w.pid, func() error {
+			sink := must(net.Listen("tcp4", internet.String()+":7200"))
+			go func() {
+				for {
+					c, err := sink.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						_, _ = io.CopyN(io.Discard, c, growBytes)
+						// Then hold it unread for a while.
+						time.Sleep(10 * time.Second)
+						_, _ = io.Copy(io.Discard, c)
+					}()
+				}
+			}()
+			source := must(net.Listen("tcp4", internet.String()+":7201"))
+			go func() {
+				for {
+					c, err := source.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						b := make([]byte, 256<<10)
+						for {
+							if _, err := c.Write(b); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			return nil
+		})
+	})
+}
+
+// TestStackBuffersBounded: what the stack's TCP buffers hold for all the
+// sandbox's connections together stays within Options.MaxBuffers, even
+// when the sandbox first has every connection's buffers grown by fast
+// transfers (receive moderation, send buffer auto-tuning) and then stalls
+// them full: uploads to a sink that stops reading, downloads the sandbox
+// stops reading. The control runs the same with a budget too large to
+// matter, which is how the engine was before it had one: the heap grows
+// by several times the budget.
+func TestStackBuffersBounded(t *testing.T) {
+	setupBufferWorld(t)
+	const (
+		flows  = 12 // each way
+		budget = 16 << 20
+		// slack is what a flow holds besides the stack's buffers: its
+		// goroutines, the relay's copy buffers, gVisor's endpoint.
+		slack = 512 << 10
+	)
+	for _, tc := range []struct {
+		name    string
+		budget  int64
+		bounded bool
+	}{
+		{"budget", budget, true},
+		{"control: no budget", 1 << 40, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := newSandboxEngine(t, netpolicy.Options{}, viaStack, Options{MaxBuffers: tc.budget})
+			var start runtime.MemStats
+			gc()
+			runtime.ReadMemStats(&start)
+			conns := inNS(t, sb.pid, func() (cs []net.Conn) {
+				for i := range 2 * flows {
+					port := sinkPort
+					if i%2 == 1 {
+						port = sourcePort
+					}
+					c, err := net.DialTimeout("tcp4", net.JoinHostPort(internet.String(), strconv.Itoa(port)), 3*time.Second)
+					if err != nil {
+						t.Errorf("connection %d: %v", i, err)
+						return cs
+					}
+					cs = append(cs, c)
+				}
+				return cs
+			})
+			closeAll := func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}
+			if t.Failed() {
+				closeAll()
+				return
+			}
+			var wg sync.WaitGroup
+			for i, c := range conns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if i%2 == 0 {
+						stallUpload(c)
+					} else {
+						_, _ = io.CopyN(io.Discard, c, growBytes)
+						// Then stop reading: the source's bytes pile up.
+						time.Sleep(stallQuiet)
+					}
+				}()
+			}
+			wg.Wait()
+			var during, after runtime.MemStats
+			gc()
+			runtime.ReadMemStats(&during)
+			closeAll()
+			sb.eng.Close()
+			// Close ends every relay, also those blocked on a peer that
+			// stopped reading.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				n := relaysRunning()
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("%d relays still run after the engine closed", n)
+					break
+				}
+			}
+			gc()
+			runtime.ReadMemStats(&after)
+			grown := int64(during.HeapInuse) - int64(start.HeapInuse)
+			t.Logf("heap in use: %.1f MiB before, %.1f MiB stalled, %.1f MiB after the engine closed",
+				float64(start.HeapInuse)/(1<<20), float64(during.HeapInuse)/(1<<20), float64(after.HeapInuse)/(1<<20))
+			limit := budget + 2*flows*slack
+			t.Logf("heap grew %.1f MiB with %d connections stalled full (budget %.0f MiB, bound %.0f MiB)",
+				float64(grown)/(1<<20), 2*flows, float64(budget)/(1<<20), float64(limit)/(1<<20))
+			if tc.bounded && grown > int64(limit) {
+				t.Errorf("the stack holds %.1f MiB for the sandbox's connections; the budget is %.0f MiB",
+					float64(grown)/(1<<20), float64(budget)/(1<<20))
+			}
+			if !tc.bounded && grown < 2*int64(limit) {
+				t.Errorf("control: the heap grew only %.1f MiB without a budget; the test no longer fills the stack's buffers",
+					float64(grown)/(1<<20))
+			}
+		})
+	}
+}
+
+// stallQuiet is how long a transfer makes no progress before it counts
+// as stalled full.
+const stallQuiet = 1500 * time.Millisecond
+
+// stallUpload writes to c until a write makes no progress for
+// stallQuiet.
+func stallUpload(c net.Conn) {
+	b := make([]byte, 64<<10)
+	for {
+		_ = c.SetWriteDeadline(time.Now().Add(stallQuiet))
+		if _, err := c.Write(b); err != nil {
+			return
+		}
+	}
+}
+
+// gc collects twice: gVisor's buffer chunks are pooled, and a pool keeps
+// what it holds through one collection.
+func gc() {
+	runtime.GC()
+	runtime.GC()
+}
+
+// relaysRunning counts the goroutines relaying a connection.
+func relaysRunning() int {
+	b := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(b, true)
+		if n < len(b) {
+			return strings.Count(string(b[:n]), "netstack.(*Engine).relay(")
+		}
+		b = make([]byte, 2*len(b))
+	}
+}
