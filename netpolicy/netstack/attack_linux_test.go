@@ -36,6 +36,7 @@ var attacks = map[string]func(addr string) map[string]string{
 	"slots-full":             slotsFull,
 	"misc":                   misc,
 	"reuse":                  reuse,
+	"reuse6":                 reuse6,
 }
 
 var (
@@ -337,6 +338,46 @@ func reuse(addr string) map[string]string {
 	return steps
 }
 
+// reuse6 is reuse from an IPv6 socket: it connects to addr (an IPv6
+// address, or an IPv4 one in its v4-mapped form), then points the same
+// socket at the LAN both ways and reads what answers.
+func reuse6(addr string) map[string]string {
+	steps := map[string]string{}
+	ap := netip.MustParseAddrPort(addr)
+	fd, _ := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	defer unix.Close(fd)
+	sa6 := func(ap netip.AddrPort) *unix.SockaddrInet6 {
+		return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	}
+	steps["dial"] = errName(unix.Connect(fd, sa6(ap)))
+	steps["read"] = readLine(fd, "GET / HTTP/1.0\r\n\r\n")
+	peer := func() string {
+		sa, err := unix.Getpeername(fd)
+		if err != nil {
+			return errName(err)
+		}
+		in6 := sa.(*unix.SockaddrInet6)
+		return netip.AddrPortFrom(netip.AddrFrom16(in6.Addr), uint16(in6.Port)).String()
+	}
+	steps["peer"] = peer()
+	unspec := unix.RawSockaddrAny{}
+	unspec.Addr.Family = unix.AF_UNSPEC
+	_, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&unspec)), unix.SizeofSockaddrAny)
+	steps["disconnect"] = errName(e)
+	for name, lan := range map[string]netip.AddrPort{
+		"the lan, v4-mapped": netip.MustParseAddrPort("[::ffff:192.168.77.1]:80"),
+		"the lan over IPv6":  netip.AddrPortFrom(lan6, 80),
+	} {
+		steps["reconnect to "+name] = errName(unix.Connect(fd, sa6(lan)))
+		if steps["reconnect to "+name] == "ok" {
+			steps["read "+name] = readLine(fd, "GET / HTTP/1.0\r\n\r\n")
+		}
+	}
+	steps["peer at the end"] = peer()
+	steps["interfaces through it"] = ifconf(fd)
+	return steps
+}
+
 func errName2(_ int, err error) string { return errName(err) }
 
 // blackhole makes 203.0.113.77 drop silently in the world.
@@ -407,6 +448,46 @@ func TestFastPathAttackMisc(t *testing.T) {
 		if steps[k] == "ok" {
 			t.Errorf("BROKEN? %s: ok", k)
 		}
+	}
+}
+
+// TestFastPathSocketStaysTheSandboxs6: the same from an IPv6 socket, to
+// the world over IPv6 and to its IPv4 address v4-mapped: the fast path
+// connects it to the relay (at ::ffff:127.0.0.1), and pointed at the LAN
+// afterwards it reaches nothing. Negative control: the same steps on a
+// socket of the host's namespace reconnect and read the LAN.
+func TestFastPathSocketStaysTheSandboxs6(t *testing.T) {
+	sb := newSandboxMode(t, netpolicy.Options{}, viaFast)
+	relay := sb.eng.fast.Load().addr
+	for _, dst := range []string{"[2001:db8:113::1]:80", "[::ffff:203.0.113.1]:80"} {
+		t.Run(dst, func(t *testing.T) {
+			before := sb.eng.Stats().TCPFast
+			got := runClient(t, sb, "reuse6", dst, 1, nil).Steps
+			logSteps(t, got)
+			want := map[string]string{"dial": "ok", "peer": "[::ffff:127.0.0.1]:" + strconv.Itoa(relay.Port), "disconnect": "ok",
+				"interfaces through it": "lo=127.0.0.1," + DeviceName + "=" + SandboxAddr.Addr().String()}
+			for k, w := range want {
+				if got[k] != w {
+					t.Errorf("in the sandbox, %s: %s, want %s", k, got[k], w)
+				}
+			}
+			if !strings.HasPrefix(got["read"], "HTTP/") {
+				t.Errorf("the world did not answer: %q", got["read"])
+			}
+			for k, v := range got {
+				if strings.HasPrefix(k, "read the lan") && strings.HasPrefix(v, "HTTP/") {
+					t.Errorf("BROKEN: %s: %q", k, v)
+				}
+			}
+			if n := sb.eng.Stats().TCPFast - before; n != 1 {
+				t.Errorf("%d connections on the fast path, want 1", n)
+			}
+			control := runClient(t, nil, "reuse6", dst, 1, nil).Steps
+			if !strings.HasPrefix(control["read the lan, v4-mapped"], "HTTP/") {
+				t.Errorf("negative control: on the host, the lan v4-mapped: reconnect %s, read %q",
+					control["reconnect to the lan, v4-mapped"], control["read the lan, v4-mapped"])
+			}
+		})
 	}
 }
 

@@ -23,12 +23,17 @@ package netstack
 //
 // The sandbox's socket is then an ordinary kernel TCP connection on its
 // own loopback, and the relay copies with splice, so a bulk transfer
-// runs at about the host's speed. What a program can tell: getpeername
+// runs at well over half the host's speed, where the stack manages under
+// half (BENCHMARKS.md). What a program can tell: getpeername
 // says 127.0.0.1 and the relay's port, not the destination; a
 // non-blocking connect to a destination that refuses succeeds and the
 // connection is then reset (a blocking one gets ECONNREFUSED, as
-// before). Whatever the fast path does not take (UDP, IPv6, other
-// families, a bound socket, a refused destination, no slot, any error)
+// before). An IPv6 socket is taken as well, to an IPv6 destination (when
+// the sandbox has IPv6) or an IPv4 one in its v4-mapped form (a
+// dual-stack client's): it is bound to ::ffff:127.0.0.1 and connected to
+// the same relay by that form, so it must not be IPV6_V6ONLY. Whatever
+// the fast path does not take (UDP, other families, a bound socket, an
+// IPv6-only one, a refused destination, no slot, any error)
 // runs as the sandbox made it and meets the stack, which decides and
 // reports as before: the fast path only ever carries what the stack
 // would have allowed.
@@ -126,14 +131,16 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	if fd < 0 || alen < unix.SizeofSockaddrInet4 || e.fast.Load() == nil {
 		return run
 	}
-	var sa [unix.SizeofSockaddrInet4]byte
-	if err := c.ReadMem(addr, sa[:]); err != nil {
+	// Read once, as much as a sockaddr_in6 (or what the caller gave): the
+	// caller's memory may change, and the call never runs on it.
+	sa := make([]byte, min(alen, unix.SizeofSockaddrInet6))
+	if err := c.ReadMem(addr, sa); err != nil {
 		return run
 	}
-	if binary.NativeEndian.Uint16(sa[0:2]) != unix.AF_INET {
+	dst, ok := parseSockaddr(sa)
+	if !ok {
 		return run
 	}
-	dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), binary.BigEndian.Uint16(sa[2:4]))
 	dup, err := c.FD(fd)
 	if err != nil {
 		e.log.Debug("network: fast path: the socket", zap.Error(err))
@@ -150,6 +157,27 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	return seccomp.Answer{}
 }
 
+// parseSockaddr reads a sockaddr_in, or a sockaddr_in6 without a scope
+// (an address with one is link-local, which the fast path never takes),
+// as connect(2) would: the IPv6 form needs its first 24 bytes (the
+// kernel's SIN6_LEN_RFC2133).
+func parseSockaddr(sa []byte) (netip.AddrPort, bool) {
+	if len(sa) < unix.SizeofSockaddrInet4 {
+		return netip.AddrPort{}, false
+	}
+	port := binary.BigEndian.Uint16(sa[2:4])
+	switch binary.NativeEndian.Uint16(sa[0:2]) {
+	case unix.AF_INET:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), port), true
+	case unix.AF_INET6:
+		if len(sa) < 24 || len(sa) >= unix.SizeofSockaddrInet6 && binary.NativeEndian.Uint32(sa[24:28]) != 0 {
+			return netip.AddrPort{}, false
+		}
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])), port), true
+	}
+	return netip.AddrPort{}, false
+}
+
 // Connect carries out connect(2) to dst for the sandbox's socket fd (a
 // copy of it, which the caller closes), as the fast path: ok false when
 // it does not take the call, which must then run as the sandbox made it
@@ -157,8 +185,14 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bool) {
 	fp := e.fast.Load()
 	a := dst.Addr().Unmap()
-	if fp == nil || e.ctx.Err() != nil || !a.Is4() || a == Gateway || a.IsLoopback() || a.IsUnspecified() ||
-		a.IsMulticast() || dst.Port() == 0 || !fp.ours(fd) {
+	if fp == nil || e.ctx.Err() != nil || a == Gateway || a.IsLoopback() || a.IsUnspecified() ||
+		a.IsMulticast() || dst.Port() == 0 || a.Is6() && !e.ipv6 {
+		return 0, false
+	}
+	six, ok := fp.ours(fd)
+	// An IPv4 socket takes IPv4 only. An IPv6 one reaches the relay, at
+	// an IPv4 address, by the v4-mapped form, so it must not be IPv6 only.
+	if !ok || !six && !dst.Addr().Is4() || six && v6only(fd) {
 		return 0, false
 	}
 	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
@@ -184,19 +218,28 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		}
 		f.up = up
 	}
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	local, relay := unix.Sockaddr(&unix.SockaddrInet4{Addr: fp.addr.Addr}), unix.Sockaddr(&fp.addr)
+	if six {
+		m := netip.AddrFrom4(fp.addr.Addr).As16() // ::ffff:127.0.0.1
+		local, relay = &unix.SockaddrInet6{Addr: m}, &unix.SockaddrInet6{Addr: m, Port: fp.addr.Port}
+	}
+	if err := unix.Bind(fd, local); err != nil {
 		e.drop(f)
 		return 0, false
 	}
-	sa, err := unix.Getsockname(fd)
-	in4, isIn4 := sa.(*unix.SockaddrInet4)
-	if err != nil || !isIn4 {
+	port := -1
+	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		port = sa.Port
+	case *unix.SockaddrInet6:
+		port = sa.Port
+	}
+	if port <= 0 {
 		e.drop(f)
 		return unix.EADDRNOTAVAIL, true
 	}
-	port := in4.Port
 	fp.note(e, port, f)
-	switch err := unix.Connect(fd, &fp.addr); {
+	switch err := unix.Connect(fd, relay); {
 	case err == nil:
 		return 0, true
 	case errors.Is(err, unix.EINPROGRESS):
@@ -213,27 +256,46 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	}
 }
 
-// ours says whether fd is a socket the fast path can take: TCP over IPv4
-// in the sandbox's namespace, neither bound, connected, listening nor
-// bound to a device.
-func (fp *fastPath) ours(fd int) bool {
-	for opt, want := range map[int]int{unix.SO_DOMAIN: unix.AF_INET, unix.SO_TYPE: unix.SOCK_STREAM,
+// ours says whether fd is a socket the fast path can take, and whether
+// it is an IPv6 one: TCP over IPv4 or IPv6 in the sandbox's namespace,
+// neither bound, connected, listening nor bound to a device.
+func (fp *fastPath) ours(fd int) (six, ok bool) {
+	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil || domain != unix.AF_INET && domain != unix.AF_INET6 {
+		return false, false
+	}
+	for opt, want := range map[int]int{unix.SO_TYPE: unix.SOCK_STREAM,
 		unix.SO_PROTOCOL: unix.IPPROTO_TCP, unix.SO_ACCEPTCONN: 0, unix.SO_BINDTOIFINDEX: 0} {
 		if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt); err != nil || v != want {
-			return false
+			return false, false
 		}
 	}
-	sa, err := unix.Getsockname(fd)
-	if in4, ok := sa.(*unix.SockaddrInet4); err != nil || !ok || in4.Port != 0 || in4.Addr != [4]byte{} {
-		return false
+	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		if sa.Port != 0 || sa.Addr != [4]byte{} {
+			return false, false
+		}
+	case *unix.SockaddrInet6:
+		if sa.Port != 0 || sa.Addr != [16]byte{} || sa.ZoneId != 0 {
+			return false, false
+		}
+	default: // an error, or another family
+		return false, false
 	}
 	if _, err := unix.Getpeername(fd); !errors.Is(err, unix.ENOTCONN) {
-		return false
+		return false, false
 	}
 	// A socket from elsewhere (the host's namespace, passed in) would be
 	// connected to whatever listens at the relay's port there.
 	ino, err := netnsOf(fd)
-	return err == nil && ino == fp.netns
+	return domain == unix.AF_INET6, err == nil && ino == fp.netns
+}
+
+// v6only says whether IPv6 socket fd refuses IPv4 (IPV6_V6ONLY); an
+// error counts as yes.
+func v6only(fd int) bool {
+	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY)
+	return err != nil || v != 0
 }
 
 // note records f for the connection from port, until it is accepted or

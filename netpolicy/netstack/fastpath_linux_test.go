@@ -1,6 +1,7 @@
 package netstack
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -26,6 +27,21 @@ func socket4(t *testing.T) int {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return fd
+}
+
+// socket6 is a TCP socket over IPv6; v6only sets IPV6_V6ONLY.
+func socket6(t *testing.T, v6only bool) int {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v6only {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return fd
 }
@@ -114,6 +130,19 @@ func TestFastPathDeclines(t *testing.T) {
 		{"gateway", func() int { return socket4(t) }, netip.AddrPortFrom(Gateway, 53)},
 		{"refused by the policy", func() int { return socket4(t) }, netip.MustParseAddrPort("192.168.77.1:80")},
 		{"loopback", func() int { return socket4(t) }, netip.MustParseAddrPort("127.0.0.1:80")},
+		// The relay is reached at an IPv4 address, which such a socket
+		// cannot connect to.
+		{"ipv6-only socket, v4-mapped destination", func() int { return socket6(t, true) }, mapped(worldHTTP)},
+		{"ipv6 socket, refused by the policy", func() int { return socket6(t, false) }, netip.MustParseAddrPort("[fd00:77::1]:80")},
+		{"ipv6 socket, mapped loopback", func() int { return socket6(t, false) }, netip.MustParseAddrPort("[::ffff:127.0.0.1]:5432")},
+		{"ipv6 socket, bound", func() int {
+			fd := socket6(t, false)
+			if err := unix.Bind(fd, &unix.SockaddrInet6{Addr: SandboxAddr6.Addr().As16()}); err != nil {
+				t.Fatal(err)
+			}
+			return fd
+		}, netip.MustParseAddrPort("[2001:db8:113::1]:80")},
+		{"ipv4 socket, ipv6 destination", func() int { return socket4(t) }, netip.MustParseAddrPort("[2001:db8:113::1]:80")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +159,78 @@ func TestFastPathDeclines(t *testing.T) {
 	}
 	if n := sb.eng.Stats().TCPFast; n != 0 {
 		t.Errorf("%d connections counted as the fast path's", n)
+	}
+	// Without the engine's IPv6 (the host routes none), an IPv6
+	// destination is not the fast path's either; an IPv4 one still is,
+	// from either family.
+	sb4 := newSandboxFamilies(t, netpolicy.Options{}, viaFast, false)
+	for _, tc := range []struct {
+		name string
+		six  bool
+		dst  netip.AddrPort
+		want bool
+	}{
+		{"ipv6 destination", true, netip.MustParseAddrPort("[2001:db8:113::1]:80"), false},
+		{"v4-mapped destination", true, mapped(worldHTTP), true},
+		{"ipv4 destination", false, worldHTTP, true},
+	} {
+		t.Run("no IPv6/"+tc.name, func(t *testing.T) {
+			ok := inNS(t, sb4.pid, func() bool {
+				fd := socket4(t)
+				if tc.six {
+					unix.Close(fd)
+					fd = socket6(t, false)
+				}
+				defer unix.Close(fd)
+				_, ok := sb4.eng.Connect(fd, tc.dst)
+				return ok
+			})
+			if ok != tc.want {
+				t.Errorf("the fast path took it: %v, want %v", ok, tc.want)
+			}
+		})
+	}
+}
+
+func mapped(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom16(ap.Addr().As16()), ap.Port())
+}
+
+func TestParseSockaddr(t *testing.T) {
+	in4 := func(port uint16, a [4]byte) []byte {
+		b := make([]byte, unix.SizeofSockaddrInet4)
+		binary.NativeEndian.PutUint16(b, unix.AF_INET)
+		binary.BigEndian.PutUint16(b[2:], port)
+		copy(b[4:], a[:])
+		return b
+	}
+	in6 := func(port uint16, a string, scope uint32, n int) []byte {
+		b := make([]byte, unix.SizeofSockaddrInet6)
+		binary.NativeEndian.PutUint16(b, unix.AF_INET6)
+		binary.BigEndian.PutUint16(b[2:], port)
+		ip := netip.MustParseAddr(a).As16()
+		copy(b[8:], ip[:])
+		binary.NativeEndian.PutUint32(b[24:], scope)
+		return b[:n]
+	}
+	for _, tc := range []struct {
+		name string
+		sa   []byte
+		want string // "" when not parsed
+	}{
+		{"ipv4", in4(443, [4]byte{203, 0, 113, 1}), "203.0.113.1:443"},
+		{"ipv4, short", in4(443, [4]byte{203, 0, 113, 1})[:8], ""},
+		{"ipv6", in6(80, "2001:db8::1", 0, 28), "[2001:db8::1]:80"},
+		{"ipv6, without its scope field (24 bytes, as the kernel takes)", in6(80, "2001:db8::1", 0, 24), "[2001:db8::1]:80"},
+		{"ipv6, v4-mapped", in6(80, "::ffff:203.0.113.1", 0, 28), "[::ffff:203.0.113.1]:80"},
+		{"ipv6, with a scope", in6(80, "fe80::1", 2, 28), ""},
+		{"ipv6, short", in6(80, "2001:db8::1", 0, 20), ""},
+		{"unix", []byte{1, 0, '/', 't', 'm', 'p', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ""},
+	} {
+		got, ok := parseSockaddr(tc.sa)
+		if s := got.String(); !ok && tc.want != "" || ok && s != tc.want {
+			t.Errorf("%s: %v %v, want %q", tc.name, got, ok, tc.want)
+		}
 	}
 }
 

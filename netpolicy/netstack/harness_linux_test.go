@@ -462,11 +462,16 @@ const (
 	viaStack dialMode = iota
 	viaFast
 	viaFastNonblocking
+	// viaFastDualStack connects from IPv6 sockets, to IPv4 addresses in
+	// their v4-mapped form, as Java and other dual-stack clients do.
+	viaFastDualStack
 )
 
-func (m dialMode) String() string { return [...]string{"stack", "fast", "fast-nonblocking"}[m] }
+func (m dialMode) String() string {
+	return [...]string{"stack", "fast", "fast-nonblocking", "fast-dualstack"}[m]
+}
 
-var dialModes = []dialMode{viaStack, viaFast, viaFastNonblocking}
+var dialModes = []dialMode{viaStack, viaFast, viaFastNonblocking, viaFastDualStack}
 
 func newSandbox(t testing.TB, o netpolicy.Options) *sandbox { return newSandboxMode(t, o, viaStack) }
 
@@ -658,6 +663,9 @@ func (sb *sandbox) dial(addr string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, err
+	}
+	if sb.mode == viaFastDualStack && ap.Addr().Is4() {
+		ap = netip.AddrPortFrom(netip.AddrFrom16(ap.Addr().As16()), ap.Port())
 	}
 	family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()})
 	if ap.Addr().Is4() {
