@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/mountmgr"
 	"github.com/rootfs-dev/rootfs/netpolicy"
@@ -28,6 +29,9 @@ func (c *connector) connect(call *seccomp.Call) seccomp.Answer {
 	return seccomp.Answer{Continue: true}
 }
 
+// shortSlice is P1's scheduler slice while the server has a network.
+const shortSlice = 100 * time.Microsecond
+
 // startNetwork runs, in P1, the engine on the sandbox's TUN device and
 // relays its localhost ports, and gives the engine to fast. The returned
 // stop closes it all; files are the engine's from here, also on error.
@@ -43,6 +47,14 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 	if err != nil {
 		files.Close()
 		return nil, err
+	}
+	// P1 answers each of the server's connect(2) calls and relays its
+	// bytes: short scheduler slices let it run as soon as it wakes, also
+	// while the machine is busy, which about halves what the fast path
+	// adds to a connection's set-up p99 under load (BENCHMARKS.md). The
+	// server was started before this, so it keeps the kernel's default.
+	if err := linux.ShortSlice(shortSlice); err != nil {
+		log.Debug("network: short scheduler slices", zap.Error(err))
 	}
 	// The host's addresses and on-link networks, kept current: a host
 	// gains addresses while the server runs (IPv6 temporary addresses, a

@@ -3,11 +3,14 @@ package netstack
 import (
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rootfs-dev/rootfs/internal/linux"
 
 	"github.com/rootfs-dev/rootfs/netpolicy"
 )
@@ -19,6 +22,14 @@ var benchOnce sync.Once
 
 func setupBench(b *testing.B) *sandbox {
 	w := setupWorld(b)
+	// The engine's threads get short scheduler slices, as in rootfs
+	// run's P1 (session.startNetwork); ROOTFS_BENCH_DEFAULT_SLICE=1
+	// leaves the kernel's default, to compare.
+	if os.Getenv("ROOTFS_BENCH_DEFAULT_SLICE") == "" {
+		if err := linux.ShortSlice(100 * time.Microsecond); err != nil {
+			b.Fatal(err)
+		}
+	}
 	benchOnce.Do(func() {
 		inNS(b, w.pid, func() error {
 			l, err := net.Listen("tcp", ":7000")

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rootfs-dev/rootfs/internal/linux"
 	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/netpolicy"
 )
@@ -50,6 +51,7 @@ type clientResult struct {
 // clientMain is the child: it never returns.
 func clientMain() {
 	var r clientResult
+	_ = linux.ShortSlice(0) // the sandbox's server does not inherit rootfs's slice
 	err := func() error {
 		if os.Getenv(envFilter) == "1" {
 			lf, err := seccomp.InstallNotify(seccomp.Notify{Connect: true})
