@@ -179,7 +179,7 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	// connection (receive moderation, send buffer auto-tuning): 200 idle
 	// connections hold little, one bulk transfer still gets a large
 	// window, and all of them together stay within MaxBuffers.
-	e.bufs = newBuffers(s, o.MaxBuffers)
+	e.bufs = newBuffers(s, o.MaxBuffers, o.MaxFlows)
 	moderate := tcpip.TCPModerateReceiveBufferOption(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
 	var ep stack.LinkEndpoint
@@ -222,8 +222,12 @@ func (e *Engine) Close() error {
 		for _, l := range e.listeners {
 			l.Close()
 		}
-		// A relay blocked on a peer that stopped reading would outlive
-		// the engine, with what it holds.
+		// A relay blocked on a peer that stopped reading, or a flow the
+		// fast path dialled for and the relay has not accepted, would
+		// outlive the engine, with what it holds.
+		if fp := e.fast.Load(); fp != nil {
+			fp.dropAll(e)
+		}
 		for c, up := range e.relays {
 			c.Close()
 			up.Close()
@@ -285,9 +289,10 @@ func dstString(a netip.Addr, port uint16, names []string) string {
 }
 
 // accept completes the sandbox's handshake of r and returns its side of
-// the connection, its buffers counted in the engine's budget until it is
-// closed; nil (and a reset) when the stack cannot.
-func (e *Engine) accept(r *tcp.ForwarderRequest) net.Conn {
+// the connection, its buffers counted in the engine's budget until its
+// endpoint is done, when done is called too; nil (and a reset) when the
+// stack cannot, and then done is not called.
+func (e *Engine) accept(r *tcp.ForwarderRequest, done func()) net.Conn {
 	var wq waiter.Queue
 	ep, terr := r.CreateEndpoint(&wq)
 	if terr != nil {
@@ -296,20 +301,57 @@ func (e *Engine) accept(r *tcp.ForwarderRequest) net.Conn {
 	}
 	r.Complete(false)
 	e.bufs.add(ep)
-	return &stackConn{TCPConn: gonet.NewTCPConn(&wq, ep), release: func() { e.bufs.remove(ep) }}
+	return &stackConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep, ctx: e.ctx, done: func() {
+		e.bufs.remove(ep)
+		done()
+	}}
 }
 
-// stackConn is a connection of the stack's, counted in the buffer budget.
+// stackConn is a connection of the stack's, counted in the buffer budget
+// (and, by whoever accepted it, in a slot) until its endpoint is done.
 type stackConn struct {
 	*gonet.TCPConn
-	once    sync.Once
-	release func()
+	ep   tcpip.Endpoint
+	ctx  context.Context // the engine's
+	once sync.Once
+	done func()
 }
 
 func (c *stackConn) Close() error {
 	err := c.TCPConn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() { go c.finish() })
 	return err
+}
+
+// orphanWait bounds how long a closed endpoint may go on sending what
+// it holds (the end of a response the sandbox reads slowly, or never:
+// gVisor probes a zero window for as long as the probes are answered).
+// Until then it keeps its slot and its share of the budget, so it
+// counts as the connection it was; then it is reset. Linux gives an
+// orphaned socket about as long (tcp_orphan_retries). A variable for the
+// tests.
+var orphanWait = 60 * time.Second
+
+// finish waits for c's closed endpoint to be done: nothing left to send
+// (its data and FIN acknowledged), or the connection gone; at most
+// orphanWait, or until the engine closes, after which it is aborted.
+// Then it calls c.done.
+func (c *stackConn) finish() {
+	defer c.done()
+	wait := time.Millisecond
+	for deadline := time.Now().Add(orphanWait); time.Now().Before(deadline); wait = min(2*wait, 250*time.Millisecond) {
+		switch tcp.EndpointState(c.ep.State()) {
+		case tcp.StateClose, tcp.StateError, tcp.StateTimeWait, tcp.StateFinWait2:
+			return
+		}
+		select {
+		case <-c.ctx.Done():
+			c.ep.Abort()
+			return
+		case <-time.After(wait):
+		}
+	}
+	c.ep.Abort()
 }
 
 // handleTCP runs in a goroutine of its own for each SYN (the forwarder's).
@@ -327,9 +369,12 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 			r.Complete(true)
 			return
 		}
-		defer func() { <-e.dnsSem }()
-		if c := e.accept(r); c != nil {
+		// The question's slot is held until the connection's endpoint
+		// is done, as a flow's is below.
+		if c := e.accept(r, func() { <-e.dnsSem }); c != nil {
 			e.serveDNSTCP(c)
+		} else {
+			<-e.dnsSem
 		}
 		return
 	}
@@ -338,22 +383,26 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 		e.ref.refuse("tcp", dstString(dst, port, nil), netpolicy.Decision{Reason: "too many connections at once"})
 		return
 	}
-	defer e.release()
 	names := e.table.Names(dst)
 	q := netpolicy.Query{Addr: dst, Port: port, Names: names}
 	if d := e.pol.Decide(q); !d.Allow {
 		r.Complete(true)
+		e.release()
 		e.ref.refuse("tcp", dstString(dst, port, names), d)
 		return
 	}
 	up, err := e.dialTCP(q)
 	if err != nil {
 		r.Complete(true)
+		e.release()
 		return
 	}
 	defer up.Close()
-	c := e.accept(r)
+	// The flow's slot is the connection's from here: released when its
+	// endpoint is done, which may be after the relay.
+	c := e.accept(r, e.release)
 	if c == nil {
+		e.release()
 		return
 	}
 	defer c.Close()

@@ -127,8 +127,10 @@ func netnsOf(fd int) (uint64, error) {
 // run.
 func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	run := seccomp.Answer{Continue: true}
-	fd, addr, alen := int(int32(c.Args[0])), c.Args[1], uint32(c.Args[2])
-	if fd < 0 || alen < unix.SizeofSockaddrInet4 || e.fast.Load() == nil {
+	fd, addr, alen := int(int32(c.Args[0])), c.Args[1], int(int32(c.Args[2]))
+	// A length the kernel refuses (negative, or more than a
+	// sockaddr_storage) is left for it to refuse.
+	if fd < 0 || alen < unix.SizeofSockaddrInet4 || alen > unix.SizeofSockaddrAny || e.fast.Load() == nil {
 		return run
 	}
 	// Read once, as much as a sockaddr_in6 (or what the caller gave): the
@@ -137,7 +139,7 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	if err := c.ReadMem(addr, sa); err != nil {
 		return run
 	}
-	dst, ok := parseSockaddr(sa)
+	dst, family, ok := parseSockaddr(sa)
 	if !ok {
 		return run
 	}
@@ -147,6 +149,11 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 		return run
 	}
 	defer unix.Close(dup)
+	// An address of the other family is the kernel's to answer (an IPv6
+	// socket refuses a sockaddr_in).
+	if d, err := unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || d != family {
+		return run
+	}
 	errno, ok := e.Connect(dup, dst)
 	switch {
 	case !ok:
@@ -160,22 +167,22 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 // parseSockaddr reads a sockaddr_in, or a sockaddr_in6 without a scope
 // (an address with one is link-local, which the fast path never takes),
 // as connect(2) would: the IPv6 form needs its first 24 bytes (the
-// kernel's SIN6_LEN_RFC2133).
-func parseSockaddr(sa []byte) (netip.AddrPort, bool) {
+// kernel's SIN6_LEN_RFC2133). family is the address's.
+func parseSockaddr(sa []byte) (dst netip.AddrPort, family int, ok bool) {
 	if len(sa) < unix.SizeofSockaddrInet4 {
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}, 0, false
 	}
 	port := binary.BigEndian.Uint16(sa[2:4])
-	switch binary.NativeEndian.Uint16(sa[0:2]) {
+	switch family := int(binary.NativeEndian.Uint16(sa[0:2])); family {
 	case unix.AF_INET:
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), port), true
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), port), family, true
 	case unix.AF_INET6:
 		if len(sa) < 24 || len(sa) >= unix.SizeofSockaddrInet6 && binary.NativeEndian.Uint32(sa[24:28]) != 0 {
-			return netip.AddrPort{}, false
+			return netip.AddrPort{}, 0, false
 		}
-		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])), port), true
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])), port), family, true
 	}
-	return netip.AddrPort{}, false
+	return netip.AddrPort{}, 0, false
 }
 
 // Connect carries out connect(2) to dst for the sandbox's socket fd (a
@@ -258,7 +265,8 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 
 // ours says whether fd is a socket the fast path can take, and whether
 // it is an IPv6 one: TCP over IPv4 or IPv6 in the sandbox's namespace,
-// neither bound, connected, listening nor bound to a device.
+// neither bound, connected, listening nor bound to a device, and taking
+// a port when bound.
 func (fp *fastPath) ours(fd int) (six, ok bool) {
 	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	if err != nil || domain != unix.AF_INET && domain != unix.AF_INET6 {
@@ -269,6 +277,11 @@ func (fp *fastPath) ours(fd int) (six, ok bool) {
 		if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt); err != nil || v != want {
 			return false, false
 		}
+	}
+	// With IP_BIND_ADDRESS_NO_PORT, the bind below would take no port,
+	// and the relay would not know the connection.
+	if v, err := unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT); err != nil || v != 0 {
+		return false, false
 	}
 	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
 	case *unix.SockaddrInet4:
@@ -313,6 +326,20 @@ func (fp *fastPath) note(e *Engine, port int, f *fastFlow) {
 	if old != nil { // its socket was closed before it connected
 		old.t.Stop()
 		e.drop(old)
+	}
+}
+
+// dropAll gives up every flow not accepted yet (the engine closes).
+func (fp *fastPath) dropAll(e *Engine) {
+	fp.mu.Lock()
+	pending := fp.pending
+	fp.pending = make(map[int]*fastFlow)
+	fp.mu.Unlock()
+	// Taken out of pending, each is this call's to drop (its timer
+	// finds it gone).
+	for _, f := range pending {
+		f.t.Stop()
+		e.drop(f)
 	}
 }
 

@@ -227,7 +227,7 @@ func TestParseSockaddr(t *testing.T) {
 		{"ipv6, short", in6(80, "2001:db8::1", 0, 20), ""},
 		{"unix", []byte{1, 0, '/', 't', 'm', 'p', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, ""},
 	} {
-		got, ok := parseSockaddr(tc.sa)
+		got, _, ok := parseSockaddr(tc.sa)
 		if s := got.String(); !ok && tc.want != "" || ok && s != tc.want {
 			t.Errorf("%s: %v %v, want %q", tc.name, got, ok, tc.want)
 		}
