@@ -41,39 +41,15 @@ func setupBench(b *testing.B) *sandbox {
 			if err != nil {
 				b.Fatal(err)
 			}
-			go func() {
-				buf := make([]byte, 256<<10)
-				for {
-					c, err := z.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						for {
-							if _, err := c.Write(buf); err != nil {
-								return
-							}
-						}
-					}()
-				}
-			}()
+			serveEach(z, writeForever)
 			sink, err := net.Listen("tcp", ":7002")
 			if err != nil {
 				b.Fatal(err)
 			}
-			go func() {
-				for {
-					c, err := sink.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						_, _ = io.Copy(io.Discard, c)
-						c.Close()
-					}()
-				}
-			}()
+			serveEach(sink, func(c net.Conn) {
+				_, _ = io.Copy(io.Discard, c)
+				c.Close()
+			})
 			return nil
 		})
 	})

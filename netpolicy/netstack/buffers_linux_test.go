@@ -30,40 +30,14 @@ func setupBufferWorld(t *testing.T) {
 	w := setupWorld(t)
 	bufferWorld.Do(func() {
 		inNS(t, w.pid, func() error {
-			sink := must(net.Listen("tcp4", internet.String()+":7200"))
-			go func() {
-				for {
-					c, err := sink.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						_, _ = io.CopyN(io.Discard, c, growBytes)
-						// Then hold it unread for a while.
-						time.Sleep(10 * time.Second)
-						_, _ = io.Copy(io.Discard, c)
-					}()
-				}
-			}()
-			source := must(net.Listen("tcp4", internet.String()+":7201"))
-			go func() {
-				for {
-					c, err := source.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						b := make([]byte, 256<<10)
-						for {
-							if _, err := c.Write(b); err != nil {
-								return
-							}
-						}
-					}()
-				}
-			}()
+			serveEach(must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(sinkPort))), func(c net.Conn) {
+				defer c.Close()
+				_, _ = io.CopyN(io.Discard, c, growBytes)
+				// Then hold it unread for a while.
+				time.Sleep(10 * time.Second)
+				_, _ = io.Copy(io.Discard, c)
+			})
+			serveEach(must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(sourcePort))), writeForever)
 			return nil
 		})
 	})
@@ -224,20 +198,11 @@ func setupBurstWorld(t *testing.T) {
 	w := setupWorld(t)
 	burstWorld.Do(func() {
 		inNS(t, w.pid, func() error {
-			l := must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(burstPort)))
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					go func() {
-						defer c.Close()
-						_, _ = c.Write(make([]byte, burstBytes))
-						_, _ = io.Copy(io.Discard, c)
-					}()
-				}
-			}()
+			serveEach(must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(burstPort))), func(c net.Conn) {
+				defer c.Close()
+				_, _ = c.Write(make([]byte, burstBytes))
+				_, _ = io.Copy(io.Discard, c)
+			})
 			return nil
 		})
 	})

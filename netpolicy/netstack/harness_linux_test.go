@@ -330,6 +330,34 @@ func must[T any](v T, err error) T {
 	return v
 }
 
+// serveEach serves each connection l accepts with handle, in a goroutine
+// of its own, until l is closed.
+func serveEach(l net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+}
+
+// writeForever writes to c until that fails, then closes it: a source
+// of bytes. The connections share one buffer, which writes only read, so
+// that the heap the benchmarks measure is the engine's.
+func writeForever(c net.Conn) {
+	defer c.Close()
+	for {
+		if _, err := c.Write(zeros[:]); err != nil {
+			return
+		}
+	}
+}
+
+var zeros [256 << 10]byte
+
 func serveLine(l net.Listener, line string) {
 	for {
 		c, err := l.Accept()
