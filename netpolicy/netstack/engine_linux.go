@@ -111,6 +111,8 @@ type Engine struct {
 	// for Close to end; nil once closed.
 	relays map[net.Conn]net.Conn
 	bufs   *buffers
+	// orphanWait is the package's when the engine started.
+	orphanWait time.Duration
 
 	n counters
 }
@@ -165,7 +167,7 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	}
 	e := &Engine{pol: o.Policy, table: o.Table, log: o.Logger, ref: newRefusals(o.Logger, o.Refused), upstream: o.Upstream,
 		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun},
-		relays: make(map[net.Conn]net.Conn)}
+		relays: make(map[net.Conn]net.Conn), orphanWait: orphanWait}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 
 	s := stack.New(stack.Options{
@@ -301,7 +303,7 @@ func (e *Engine) accept(r *tcp.ForwarderRequest, done func()) net.Conn {
 	}
 	r.Complete(false)
 	e.bufs.add(ep)
-	return &stackConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep, ctx: e.ctx, done: func() {
+	return &stackConn{TCPConn: gonet.NewTCPConn(&wq, ep), ep: ep, ctx: e.ctx, wait: e.orphanWait, done: func() {
 		e.bufs.remove(ep)
 		done()
 	}}
@@ -313,6 +315,7 @@ type stackConn struct {
 	*gonet.TCPConn
 	ep   tcpip.Endpoint
 	ctx  context.Context // the engine's
+	wait time.Duration   // orphanWait when the engine started
 	once sync.Once
 	done func()
 }
@@ -329,7 +332,7 @@ func (c *stackConn) Close() error {
 // Until then it keeps its slot and its share of the budget, so it
 // counts as the connection it was; then it is reset. Linux gives an
 // orphaned socket about as long (tcp_orphan_retries). A variable for the
-// tests.
+// tests, read by New.
 var orphanWait = 60 * time.Second
 
 // finish waits for c's closed endpoint to be done: nothing left to send
@@ -339,7 +342,7 @@ var orphanWait = 60 * time.Second
 func (c *stackConn) finish() {
 	defer c.done()
 	wait := time.Millisecond
-	for deadline := time.Now().Add(orphanWait); time.Now().Before(deadline); wait = min(2*wait, 250*time.Millisecond) {
+	for deadline := time.Now().Add(c.wait); time.Now().Before(deadline); wait = min(2*wait, 250*time.Millisecond) {
 		switch tcp.EndpointState(c.ep.State()) {
 		case tcp.StateClose, tcp.StateError, tcp.StateTimeWait, tcp.StateFinWait2:
 			return
