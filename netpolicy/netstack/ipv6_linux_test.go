@@ -11,8 +11,9 @@ import (
 
 // The policy over IPv6: the sandbox has SandboxAddr6 and the link as its
 // IPv6 route; AAAA answers are judged and recorded as A answers are, and
-// every IPv6 connection meets the stack (the fast path takes IPv4 only).
-// Each refused step with a control reaches from the host's namespace.
+// every rule holds through the stack and through the fast path (which
+// takes IPv6 sockets too). Each refused step with a control reaches from
+// the host's namespace.
 
 func TestIPv6DefaultPolicy(t *testing.T) {
 	runSteps(t, netpolicy.Options{}, []step{
