@@ -15,13 +15,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The world's side of TestStackBuffersBounded: a sink that drains its
-// first growBytes and then stops reading, and a source that writes
-// until the connection ends.
+// The world's side of the buffer tests: a sink that drains its first
+// growBytes and then stops reading, and a source that writes until the
+// connection ends (TestStackBuffersBounded); and a server that writes
+// burstBytes and closes, a response that fits in an endpoint's smallest
+// send buffer, so that the relay ends (TestStackOrphansCounted).
 const (
 	sinkPort   = 7200
 	sourcePort = 7201
+	burstPort  = 7202
 	growBytes  = 48 << 20
+	burstBytes = 48 << 10
 )
 
 var bufferWorld sync.Once
@@ -30,14 +34,22 @@ func setupBufferWorld(t *testing.T) {
 	w := setupWorld(t)
 	bufferWorld.Do(func() {
 		inNS(t, w.pid, func() error {
-			serveEach(must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(sinkPort))), func(c net.Conn) {
+			listen := func(port int) net.Listener {
+				return must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(port)))
+			}
+			serveEach(listen(sinkPort), func(c net.Conn) {
 				defer c.Close()
 				_, _ = io.CopyN(io.Discard, c, growBytes)
 				// Then hold it unread for a while.
 				time.Sleep(10 * time.Second)
 				_, _ = io.Copy(io.Discard, c)
 			})
-			serveEach(must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(sourcePort))), writeForever)
+			serveEach(listen(sourcePort), writeForever)
+			serveEach(listen(burstPort), func(c net.Conn) {
+				defer c.Close()
+				_, _ = c.Write(make([]byte, burstBytes))
+				_, _ = io.Copy(io.Discard, c)
+			})
 			return nil
 		})
 	})
@@ -184,30 +196,6 @@ func relaysRunning() int {
 	}
 }
 
-// burstPort: the world writes burstBytes on each connection and closes
-// it (a response that fits in an endpoint's smallest send buffer, so
-// that the relay ends).
-const (
-	burstPort  = 7202
-	burstBytes = 48 << 10
-)
-
-var burstWorld sync.Once
-
-func setupBurstWorld(t *testing.T) {
-	w := setupWorld(t)
-	burstWorld.Do(func() {
-		inNS(t, w.pid, func() error {
-			serveEach(must(net.Listen("tcp4", internet.String()+":"+strconv.Itoa(burstPort))), func(c net.Conn) {
-				defer c.Close()
-				_, _ = c.Write(make([]byte, burstBytes))
-				_, _ = io.Copy(io.Discard, c)
-			})
-			return nil
-		})
-	})
-}
-
 // TestStackOrphansCounted: a connection whose relay has ended (the server
 // closed after its response, the sandbox shut down its side and never
 // reads) leaves gVisor's endpoint in FIN-WAIT-1 holding the response,
@@ -219,7 +207,7 @@ func setupBurstWorld(t *testing.T) {
 // sandbox closes its sockets, the endpoints end and the slots are free
 // again; one left holding is reset after orphanWait.
 func TestStackOrphansCounted(t *testing.T) {
-	setupBurstWorld(t)
+	setupBufferWorld(t)
 	const (
 		budget   = 16 << 20
 		maxFlows = 32
