@@ -139,7 +139,7 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	if err := c.ReadMem(addr, sa); err != nil {
 		return run
 	}
-	dst, family, ok := parseSockaddr(sa)
+	dst, ok := parseSockaddr(sa)
 	if !ok {
 		return run
 	}
@@ -149,11 +149,6 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 		return run
 	}
 	defer unix.Close(dup)
-	// An address of the other family is the kernel's to answer (an IPv6
-	// socket refuses a sockaddr_in).
-	if d, err := unix.GetsockoptInt(dup, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil || d != family {
-		return run
-	}
 	errno, ok := e.Connect(dup, dst)
 	switch {
 	case !ok:
@@ -167,28 +162,30 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 // parseSockaddr reads a sockaddr_in, or a sockaddr_in6 without a scope
 // (an address with one is link-local, which the fast path never takes),
 // as connect(2) would: the IPv6 form needs its first 24 bytes (the
-// kernel's SIN6_LEN_RFC2133). family is the address's.
-func parseSockaddr(sa []byte) (dst netip.AddrPort, family int, ok bool) {
+// kernel's SIN6_LEN_RFC2133). The address keeps its family: 4 bytes for
+// a sockaddr_in, 16 (v4-mapped too) for a sockaddr_in6.
+func parseSockaddr(sa []byte) (netip.AddrPort, bool) {
 	if len(sa) < unix.SizeofSockaddrInet4 {
-		return netip.AddrPort{}, 0, false
+		return netip.AddrPort{}, false
 	}
 	port := binary.BigEndian.Uint16(sa[2:4])
-	switch family := int(binary.NativeEndian.Uint16(sa[0:2])); family {
+	switch binary.NativeEndian.Uint16(sa[0:2]) {
 	case unix.AF_INET:
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), port), family, true
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), port), true
 	case unix.AF_INET6:
 		if len(sa) < 24 || len(sa) >= unix.SizeofSockaddrInet6 && binary.NativeEndian.Uint32(sa[24:28]) != 0 {
-			return netip.AddrPort{}, 0, false
+			return netip.AddrPort{}, false
 		}
-		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])), port), family, true
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(sa[8:24])), port), true
 	}
-	return netip.AddrPort{}, 0, false
+	return netip.AddrPort{}, false
 }
 
-// Connect carries out connect(2) to dst for the sandbox's socket fd (a
-// copy of it, which the caller closes), as the fast path: ok false when
-// it does not take the call, which must then run as the sandbox made it
-// (the stack judges it); else errno is the call's answer.
+// Connect carries out connect(2) to dst (as parseSockaddr gives it) for
+// the sandbox's socket fd (a copy of it, which the caller closes), as the
+// fast path: ok false when it does not take the call, which must then
+// run as the sandbox made it (the stack judges it); else errno is the
+// call's answer.
 func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bool) {
 	fp := e.fast.Load()
 	a := dst.Addr().Unmap()
@@ -197,9 +194,12 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		return 0, false
 	}
 	six, ok := fp.ours(fd)
-	// An IPv4 socket takes IPv4 only. An IPv6 one reaches the relay, at
-	// an IPv4 address, by the v4-mapped form, so it must not be IPv6 only.
-	if !ok || !six && !dst.Addr().Is4() || six && v6only(fd) {
+	// The address must be of the socket's family (4 bytes for an IPv4
+	// socket, 16 for an IPv6 one, v4-mapped or not): the kernel refuses
+	// the other, and so it is left to run. An IPv6 socket reaches the
+	// relay, at an IPv4 address, by the v4-mapped form, so it must not be
+	// IPv6 only.
+	if !ok || six != dst.Addr().Is6() || six && v6only(fd) {
 		return 0, false
 	}
 	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
