@@ -14,9 +14,8 @@ import (
 // threads it starts later, which inherit it: a thread that wakes for a
 // little work is then run before a busy task's slice ends, instead of
 // after it. The kernel takes 0.1 ms to 100 ms; 0 gives back its
-// default. Any user may do this for
-// its own threads; an older kernel ignores it, and an error means a
-// thread was left as it was.
+// default. Any user may do this for its own threads; an older kernel
+// ignores it, and an error means a thread was left as it was.
 func ShortSlice(slice time.Duration) error {
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
