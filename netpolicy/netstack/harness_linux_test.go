@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -572,6 +573,9 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 		t.Fatal(m.err)
 	}
 	eo.Policy, eo.Logger, eo.Upstream = pol, testLogger(t), dnsAddr.String()+":53"
+	if eo.Dial == nil {
+		eo.Dial = hostNSDial
+	}
 	eng, err := New(m.tun, eo)
 	if err != nil {
 		t.Fatal(err)
@@ -585,6 +589,25 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 	t.Cleanup(func() { eng.Close() })
 	sb.eng = eng
 	return sb
+}
+
+// hostNSDial is the engine's dial, from the host's namespace as in P1,
+// whatever thread calls it: sb.dial calls Engine.Connect from a thread in
+// the sandbox's namespace, where a blocking connect's dial would
+// otherwise be made (and, with the TUN, carried by the stack).
+func hostNSDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	type dialled struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan dialled, 1)
+	go func() { // a thread of the host's namespace: inNS's threads end with their goroutine
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		c, err := d.DialContext(ctx, network, addr)
+		ch <- dialled{c, err}
+	}()
+	r := <-ch
+	return r.c, r.err
 }
 
 // result of one attempt: the first line the service sent, or the error.
