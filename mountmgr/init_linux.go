@@ -90,11 +90,11 @@ func runInit() {
 		if netFD < 3 {
 			fail(errors.New("network: no hand-over socket"))
 		}
-		tun, err := setupNet(spec.Net, netFD)
+		engine, err := setupNet(spec.Net, netFD)
 		if err != nil {
 			fail(err)
 		}
-		notify.Connect = notify.Connect && tun // no engine, no fast path
+		notify.Connect = notify.Connect && engine // no engine, no fast path
 		unix.Close(netFD)
 	}
 	if err := setupRoot(&spec); err != nil {

@@ -51,16 +51,17 @@ func Preflight() []Finding {
 }
 
 // tunFinding checks that this process can open /dev/net/tun, which the
-// sandbox's own network needs (without it the server gets loopback only).
-// Not fatal: the server still runs.
+// sandbox's own network needs in full (without it the server gets TCP and
+// DNS only, through the fast path, on Linux 5.19 and later). Not fatal:
+// the server still runs.
 func tunFinding() Finding {
 	f, err := os.OpenFile("/dev/net/tun", os.O_RDWR, 0)
 	if err == nil {
 		f.Close()
 		return Finding{Name: "network", OK: true, Detail: "/dev/net/tun opens: the server gets its own network, filtered by rootfs"}
 	}
-	return Finding{Name: "network", Detail: "/dev/net/tun: " + errText(err) + ": the server would get loopback only",
-		Fix: "modprobe tun, and make /dev/net/tun mode 0666 (as Debian and Ubuntu ship it), or pass --host-network to share the host's network unfiltered"}
+	return Finding{Name: "network", Detail: "/dev/net/tun: " + errText(err) + ": the server would get TCP and DNS only (no UDP, no ping)",
+		Fix: "modprobe tun, and make /dev/net/tun mode 0666 (as Debian and Ubuntu ship it; in a container, --device=/dev/net/tun)"}
 }
 
 // FUSEFinding checks that this process can open /dev/fuse read-write,

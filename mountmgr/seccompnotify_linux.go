@@ -33,6 +33,9 @@ import (
 // seccompHandover is the payload of the hand-over message.
 type seccompHandover struct {
 	Err string `json:"err,omitempty"` // no listener: why
+	// Connect says the filter refers connect(2) (the fast path); asked
+	// for, a kernel before 5.19 loads the filter without.
+	Connect bool `json:"connect,omitempty"`
 }
 
 // installSeccomp is P2's last step: the plain filter without a socket,
@@ -51,7 +54,7 @@ func installSeccomp(sock int, notify seccomp.Notify) error {
 	}
 	var h seccompHandover
 	var fds []int
-	lf, err := seccomp.InstallNotify(notify)
+	lf, connect, err := seccomp.InstallNotify(notify)
 	switch {
 	case err != nil && !seccomp.Fallback(err):
 		return err // fail closed: no server without a filter
@@ -71,6 +74,7 @@ func installSeccomp(sock int, notify seccomp.Notify) error {
 		}
 		defer lf.Close()
 		fds = append(fds, int(lf.Fd()))
+		h.Connect = connect
 	}
 	if err := sendHandover(sock, h, fds...); err != nil {
 		return fmt.Errorf("seccomp: hand the listener to rootfs: %w", err)
@@ -80,24 +84,25 @@ func installSeccomp(sock int, notify seccomp.Notify) error {
 }
 
 // recvSeccomp is P1's part: the one message P2 queued before its report.
-// It returns the listener, or why there is none.
-func recvSeccomp(sock *os.File) (*os.File, string, error) {
+// It returns the listener, or why there is none, and whether the filter
+// refers connect(2).
+func recvSeccomp(sock *os.File) (*os.File, string, bool, error) {
 	var h seccompHandover
 	fds, err := recvHandover(sock, &h, 1)
 	if errors.Is(err, errBadHandover) {
-		return nil, "", fmt.Errorf("seccomp: %w", err)
+		return nil, "", false, fmt.Errorf("seccomp: %w", err)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("seccomp: no listener from the sandbox: %w", err)
+		return nil, "", false, fmt.Errorf("seccomp: no listener from the sandbox: %w", err)
 	}
 	if (h.Err == "") != (len(fds) == 1) || len(fds) > 1 {
 		closeFDs(fds)
-		return nil, "", fmt.Errorf("seccomp: %w", errBadHandover)
+		return nil, "", false, fmt.Errorf("seccomp: %w", errBadHandover)
 	}
 	if h.Err != "" {
-		return nil, h.Err, nil
+		return nil, h.Err, false, nil
 	}
-	return os.NewFile(uintptr(fds[0]), "seccomp-listener"), "", nil
+	return os.NewFile(uintptr(fds[0]), "seccomp-listener"), "", h.Connect, nil
 }
 
 // listenSeccomp answers and reports the listener's refusals until the

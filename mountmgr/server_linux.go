@@ -211,8 +211,12 @@ func StartServer(ctx context.Context, spec *Spec, opts ServerOptions) (*Server, 
 		// Answered from now on; until here a refused call waited.
 		var lf *os.File
 		var why string
-		if lf, why, r.err = recvSeccomp(seccompParent); r.err == nil && lf != nil {
+		var connect bool
+		if lf, why, connect, r.err = recvSeccomp(seccompParent); r.err == nil && lf != nil {
 			r.err = listenSeccomp(lf, opts, s.done)
+		}
+		if s.Net != nil {
+			s.Net.FastPath = connect && opts.Connect != nil
 		}
 		if opts.SyscallRefused != nil {
 			s.SyscallsUnreported = why

@@ -98,6 +98,9 @@ const noNetworkNote = "the server had no network: rootfs cannot use /dev/net/tun
 // used.
 const tunFix = "make it usable (modprobe tun; chmod 0666 /dev/net/tun, as most distributions ship it) or pass --host-network"
 
+// tunFix2 is what gives the server UDP where it has TCP and DNS only.
+const tunFix2 = "for UDP, make /dev/net/tun usable (modprobe tun; chmod 0666 /dev/net/tun; in a container, --device=/dev/net/tun)"
+
 // netDescription says in one line what the server may reach.
 func netDescription(o NetOptions) string {
 	var b strings.Builder

@@ -2,7 +2,10 @@ package session
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,13 +19,29 @@ import (
 )
 
 // connector hands the sandbox's connect(2)s (ServerOptions.Connect) to
-// the engine's fast path once it runs; until then, and without it, they
-// run as made, and meet the engine's stack.
+// the engine's fast path. The server starts before the engine, so a call
+// made in between waits for startNetwork (at most readyWait): without a
+// TUN the fast path is the only way out, and a call let run would meet
+// no route. Without an engine they run as made.
 type connector struct {
-	eng atomic.Pointer[netstack.Engine]
+	eng   atomic.Pointer[netstack.Engine]
+	ready chan struct{} // closed by started
+	once  sync.Once
 }
 
+// readyWait bounds how long a connect(2) waits for the engine.
+const readyWait = 10 * time.Second
+
+func newConnector() *connector { return &connector{ready: make(chan struct{})} }
+
+// started says the engine runs (stored in eng), or never will.
+func (c *connector) started() { c.once.Do(func() { close(c.ready) }) }
+
 func (c *connector) connect(call *seccomp.Call) seccomp.Answer {
+	select {
+	case <-c.ready:
+	case <-time.After(readyWait):
+	}
 	if e := c.eng.Load(); e != nil {
 		return e.SeccompConnect(call)
 	}
@@ -37,11 +56,17 @@ const shortSlice = 100 * time.Microsecond
 // stop closes it all; files are the engine's from here, also on error.
 // Refusals also go to refused (the audit stream), when it is not nil.
 func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refused func(netstack.Refusal), log *zap.Logger) (stop func(), err error) {
-	if files.TUN == nil {
+	if files.TUN == nil && !files.TCPOnly() {
 		log.Warn("network: the server has no network (as with --no-network): the sandbox cannot use /dev/net/tun here; "+tunFix+" to share the host's, unfiltered",
 			zap.String("error", files.Unavailable))
 		files.Close()
 		return func() {}, nil
+	}
+	if files.TCPOnly() {
+		// TCP and DNS still go through rootfs, by the fast path and the
+		// resolver on lo; the rest has no route.
+		log.Info("network: no /dev/net/tun here, so TCP and DNS only: UDP (QUIC, which falls back to TCP) and ping have no route; "+tunFix2,
+			zap.String("error", files.Unavailable))
 	}
 	pol, err := NetPolicy(false, o, nil)
 	if err != nil {
@@ -87,6 +112,11 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 			}
 		}
 	}
+	if files.DNS != nil {
+		if err := serveDNS(eng, files); err != nil {
+			log.Warn("network: the resolver on lo", zap.Error(err))
+		}
+	}
 	for _, l := range files.Local {
 		nl, err := net.FileListener(l.File)
 		l.File.Close()
@@ -114,4 +144,24 @@ func startNetwork(o NetOptions, files *mountmgr.NetFiles, fast *connector, refus
 		stopWatch()
 		log.Debug("network: stopped", zap.Int64("tcp", st.TCPAllowed), zap.Int64("tcp_fast", st.TCPFast), zap.Int64("udp", st.UDPAllowed), zap.Int64("dns", st.DNSAnswered), zap.Int64("refused", st.Refused), zap.Int64("localhost", st.Local))
 	}, nil
+}
+
+// serveDNS gives the engine the resolver's sockets on lo (no TUN).
+func serveDNS(eng *netstack.Engine, files *mountmgr.NetFiles) error {
+	pc, err := net.FilePacketConn(files.DNS)
+	files.DNS.Close()
+	nl, lerr := net.FileListener(files.DNSTCP)
+	files.DNSTCP.Close()
+	u, ok := pc.(*net.UDPConn)
+	tl, tok := nl.(*net.TCPListener)
+	if err != nil || lerr != nil || !ok || !tok {
+		for _, c := range []io.Closer{pc, nl} {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return errors.Join(err, lerr, errors.New("not a UDP socket and a TCP listener"))
+	}
+	eng.ServeDNS(u, tl)
+	return nil
 }

@@ -166,7 +166,8 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 		sopts.AuditGroup = s.vis.kernelGroup() // nil without an audit log file
 	}
 	s.vis.reportSyscalls(&sopts)
-	var fast connector
+	fast := newConnector()
+	defer fast.started() // on every way out: no call waits longer than the start
 	if spec.Net != nil {
 		sopts.Connect = fast.connect // the network's fast path, once it runs
 	}
@@ -177,13 +178,17 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	log.Debug("server started", zap.Int("pid", s.srv.Pid()), zap.String("command", spec.Argv[0]), zap.Int("roots", len(first.Entries())))
 	// The network: the engine on the sandbox's TUN device.
 	if s.srv.Net != nil {
-		if s.srv.Net.TUN == nil {
+		switch {
+		case s.srv.Net.TCPOnly():
+			s.vis.tcpOnly = true // for status: the fast path and the resolver on lo
+		case s.srv.Net.TUN == nil:
 			spec.NoNetwork = true // for status: only loopback (startNetwork says why)
 		}
 		if !s.srv.Net.IPv6 && spec.Net != nil {
 			spec.Net.Addr6 = netip.Prefix{} // for status: the sandbox could not have it
 		}
-		stopNet, err := startNetwork(o.Sandbox.Net, s.srv.Net, &fast, s.vis.netRefused, log)
+		stopNet, err := startNetwork(o.Sandbox.Net, s.srv.Net, fast, s.vis.netRefused, log)
+		fast.started()
 		if err != nil {
 			s.srv.Stdin.Close()
 			s.srv.Stop(o.Grace)
@@ -313,7 +318,7 @@ func (p *Plan) bridgeOptions(srv *mountmgr.Server, installer mcpbridge.RootInsta
 		// The server closed its stdout, usually as it exits.
 		code, _ := srv.WaitFor(time.Second) // -1 while it runs on
 		x := mcpbridge.ExitInfo{Status: code, LastStderr: srv.LastStderr()}
-		if srv.Net != nil && srv.Net.Unavailable != "" {
+		if srv.Net != nil && srv.Net.Unavailable != "" && !srv.Net.TCPOnly() {
 			// A server that needed the network fails with its own words
 			// (npm's EAI_AGAIN); the client shows only this message.
 			x.Note = noNetworkNote

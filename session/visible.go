@@ -37,6 +37,9 @@ type visibility struct {
 	logName string
 	kwatch  *audit.KernelWatch
 	status  *instance.Server
+	// tcpOnly: the sandbox has no TUN, only the fast path and the
+	// resolver on lo (set before serve).
+	tcpOnly bool
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -96,6 +99,8 @@ func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
 	switch {
 	case spec.NoNetwork:
 		info.Network = "none (loopback only)"
+	case spec.Net != nil && v.tcpOnly:
+		info.Network = netDescription(o.Sandbox.Net) + "; TCP and DNS only, IPv4 (no /dev/net/tun)"
 	case spec.Net != nil && spec.Net.Addr6.IsValid():
 		info.Network = netDescription(o.Sandbox.Net) + "; IPv4 and IPv6"
 	case spec.Net != nil:

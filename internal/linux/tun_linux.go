@@ -154,6 +154,22 @@ func ConfigureLink6(name string, addr netip.Prefix) error {
 	return netlinkRequest(unix.RTM_NEWROUTE, body, "RTM_NEWROUTE ::/0 dev "+name)
 }
 
+// AddLoopbackAddr gives lo the IPv4 address a as a /32 (host scope
+// aside: universe, so a socket bound to it may talk to the namespace's
+// other addresses). The sandbox without a TUN device takes its gateway's
+// address this way, for the resolver its /etc/resolv.conf names.
+func AddLoopbackAddr(a netip.Addr) error {
+	if !a.Is4() {
+		return fmt.Errorf("lo: %s is not IPv4", a)
+	}
+	b := a.As4()
+	// struct ifaddrmsg: family, prefix length, flags, scope, index (lo is 1).
+	body := binary.NativeEndian.AppendUint32([]byte{unix.AF_INET, 32, 0, unix.RT_SCOPE_UNIVERSE}, 1)
+	body = append(body, rtattr(unix.IFA_LOCAL, b[:])...)
+	body = append(body, rtattr(unix.IFA_ADDRESS, b[:])...)
+	return netlinkRequest(unix.RTM_NEWADDR, body, "RTM_NEWADDR "+a.String()+"/32 on lo")
+}
+
 // rtattr is one netlink route attribute, padded.
 func rtattr(typ uint16, data []byte) []byte {
 	b := make([]byte, unix.SizeofRtAttr, unix.SizeofRtAttr+len(data)+3)

@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -53,5 +54,50 @@ func TestCreateTUN(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
+	}
+}
+
+// TestAddLoopbackAddr: in a new network namespace, a socket can be bound
+// at the address only once lo has it (the control: EADDRNOTAVAIL before).
+func TestAddLoopbackAddr(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a new network namespace)")
+	}
+	a := netip.MustParseAddr("10.0.2.2")
+	done := make(chan string)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies in its namespace
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			done <- "unshare: " + err.Error()
+			return
+		}
+		if err := LoopbackUp(); err != nil {
+			done <- err.Error()
+			return
+		}
+		bind := func() error {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			return unix.Bind(fd, &unix.SockaddrInet4{Addr: a.As4(), Port: 53})
+		}
+		if err := bind(); err != unix.EADDRNOTAVAIL {
+			done <- fmt.Sprintf("control: bind before the address: %v, want EADDRNOTAVAIL", err)
+			return
+		}
+		if err := AddLoopbackAddr(a); err != nil {
+			done <- err.Error()
+			return
+		}
+		if err := bind(); err != nil {
+			done <- "bind after the address: " + err.Error()
+			return
+		}
+		done <- ""
+	}()
+	if msg := <-done; msg != "" {
+		t.Error(msg)
 	}
 }

@@ -27,7 +27,7 @@ type connectReport struct {
 // what each returned.
 func connectChild() {
 	sock, gate := 3, os.NewFile(4, "gate")
-	lf, err := InstallNotify(Notify{Connect: true})
+	lf, _, err := InstallNotify(Notify{Connect: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "install:", err)
 		os.Exit(3)

@@ -66,7 +66,7 @@ func notifyChild(mode string) {
 			os.Exit(3)
 		}
 		lf, err = installNotify(raw, listenerFlags)
-	} else if lf, err = InstallNotify(Notify{Refusals: true}); err != nil {
+	} else if lf, _, err = InstallNotify(Notify{Refusals: true}); err != nil {
 		rep.InstallErr = err.Error()
 		err = Install()
 	}

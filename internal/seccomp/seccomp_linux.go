@@ -269,24 +269,25 @@ func Fallback(err error) bool {
 // listener has taken is not interrupted by a signal (Go's preemption,
 // say), which would restart it as a new call after the listener had
 // already carried it out. A kernel without the flag gets the filter
-// without Connect.
-func InstallNotify(n Notify) (*os.File, error) {
+// without Connect; connect says whether the filter refers connect(2).
+func InstallNotify(n Notify) (f *os.File, connect bool, err error) {
 	raw, err := NotifyProgram(n)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	flags := uintptr(listenerFlags)
 	if n.Connect {
 		f, err := installNotify(raw, flags|unix.SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV)
 		if !errors.Is(err, unix.EINVAL) {
-			return f, err
+			return f, err == nil, err
 		}
 		n.Connect = false
 		if raw, err = NotifyProgram(n); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return installNotify(raw, flags)
+	f, err = installNotify(raw, flags)
+	return f, false, err
 }
 
 // listenerFlags load a filter with a listener.

@@ -54,7 +54,7 @@ func clientMain() {
 	_ = linux.ShortSlice(0) // the sandbox's server does not inherit rootfs's slice
 	err := func() error {
 		if os.Getenv(envFilter) == "1" {
-			lf, err := seccomp.InstallNotify(seccomp.Notify{Connect: true})
+			lf, _, err := seccomp.InstallNotify(seccomp.Notify{Connect: true})
 			if err != nil {
 				return err
 			}
@@ -270,15 +270,20 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 // (the names ending in 6) its IPv6 one: "fast" under the default policy,
 // "fast-names" under one with a name rule, where the relay also waits
 // for the first bytes to read a server name (the world speaks first
-// here, which ends the wait).
+// here, which ends the wait); "notun" in a sandbox without a TUN device,
+// whose only way out is the fast path (IPv4 only).
 func BenchmarkFast(b *testing.B) {
 	sb := setupBench(b)
 	named := newSandbox(b, netpolicy.Options{Deny: []string{"denied.internet.test"}})
+	notun := newSandboxMode(b, netpolicy.Options{}, viaNoTUN)
 	for _, c := range []struct {
 		name string
 		sb   *sandbox
-	}{{"host", nil}, {"fast", sb}, {"fast-names", named}} {
+	}{{"host", nil}, {"fast", sb}, {"fast-names", named}, {"notun", notun}} {
 		for _, f := range benchFamilies {
+			if c.sb == notun && f.suffix != "" {
+				continue
+			}
 			name := c.name + f.suffix
 			b.Run("Connect/"+name, func(b *testing.B) {
 				before := fastCount(c.sb)

@@ -106,6 +106,7 @@ type Engine struct {
 	// mu guards listeners and relays.
 	mu        sync.Mutex
 	listeners []net.Listener
+	closers   []io.Closer              // other sockets Close closes (ServeDNS's)
 	fast      atomic.Pointer[fastPath] // ServeRelay's
 	// relays are the connections being relayed, by their sandbox side,
 	// for Close to end; nil once closed.
@@ -134,6 +135,10 @@ const nicID = 1
 
 // New starts an engine on tun (a TUN queue, IFF_NO_PI, with or without
 // IFF_VNET_HDR; the engine owns it from here, and closes it in Close).
+// With tun nil the engine has no stack: the sandbox has only lo, and
+// reaches out only through the fast path (ServeRelay, with the server's
+// connect(2) calls given to SeccompConnect) and asks the resolver that
+// ServeDNS serves; the fast path then refuses what the stack would have.
 func New(tun *os.File, o Options) (*Engine, error) {
 	if o.Policy == nil {
 		p, err := netpolicy.New(netpolicy.Options{})
@@ -169,6 +174,10 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun},
 		relays: make(map[net.Conn]net.Conn), orphanWait: orphanWait}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	if tun == nil {
+		e.log.Debug("network: engine started without a device: the fast path and the resolver on lo", zap.String("gateway", Gateway.String()), zap.String("dns_upstream", e.upstream))
+		return e, nil
+	}
 
 	s := stack.New(stack.Options{
 		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
@@ -224,6 +233,9 @@ func (e *Engine) Close() error {
 		for _, l := range e.listeners {
 			l.Close()
 		}
+		for _, c := range e.closers {
+			c.Close()
+		}
 		// A relay blocked on a peer that stopped reading, or a flow the
 		// fast path dialled for and the relay has not accepted, would
 		// outlive the engine, with what it holds.
@@ -242,6 +254,9 @@ func (e *Engine) Close() error {
 		// engine's TUN, in the tests) had its packets read and answered
 		// by this stack. Destroy removes the NIC, which stops the reader
 		// and waits for it. Bounded: a session's end must not hang on it.
+		if e.nic.stack == nil {
+			return // no device
+		}
 		destroyed := make(chan struct{})
 		go func() {
 			e.nic.stack.Destroy()
@@ -652,6 +667,61 @@ func (e *Engine) serveDNSTCP(c net.Conn) {
 			return
 		}
 	}
+}
+
+// ServeDNS answers the sandbox's DNS questions on u (a UDP socket) and l
+// (a TCP listener), both at Gateway port 53 on the sandbox's lo, where
+// it has no device for the stack to answer them on; Close stops them.
+// Questions in flight are bounded as on the stack's path: beyond maxDNS,
+// a datagram is dropped (the client asks again) and a connection closed.
+func (e *Engine) ServeDNS(u *net.UDPConn, l *net.TCPListener) {
+	e.mu.Lock()
+	e.listeners = append(e.listeners, l)
+	e.closers = append(e.closers, u)
+	e.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) || e.ctx.Err() != nil {
+					return
+				}
+				time.Sleep(10 * time.Millisecond) // out of descriptors: let some close
+				continue
+			}
+			select {
+			case e.dnsSem <- struct{}{}:
+				go func() {
+					defer func() { <-e.dnsSem }()
+					e.serveDNSTCP(c)
+				}()
+			default:
+				c.Close()
+			}
+		}
+	}()
+	go func() {
+		for {
+			b := make([]byte, 4096)
+			n, from, err := u.ReadFromUDPAddrPort(b)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) || e.ctx.Err() != nil {
+					return
+				}
+				continue
+			}
+			select {
+			case e.dnsSem <- struct{}{}:
+				go func() {
+					defer func() { <-e.dnsSem }()
+					if out := e.answer(b[:n], false); out != nil {
+						_, _ = u.WriteToUDPAddrPort(out, from)
+					}
+				}()
+			default: // busy: the client asks again
+			}
+		}
+	}()
 }
 
 // answer is the answer to one DNS query message, nil to drop it; over

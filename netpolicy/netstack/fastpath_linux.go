@@ -37,6 +37,12 @@ package netstack
 // runs as the sandbox made it and meets the stack, which decides and
 // reports as before: the fast path only ever carries what the stack
 // would have allowed.
+//
+// Without a TUN device (New with none) there is no stack: the sandbox has
+// only lo and no route out. The fast path then refuses a destination the
+// policy refuses itself (ECONNREFUSED, and the refusal said as the stack
+// says it), and whatever else it does not take, let run, meets no route
+// (ENETUNREACH): nothing leaves but what it carries.
 
 import (
 	"encoding/binary"
@@ -203,10 +209,21 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		return 0, false
 	}
 	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
+	noStack := e.nic.stack == nil
 	if d := e.pol.Decide(q); !d.Allow {
+		if noStack {
+			// Refused here as the stack would (a reset: ECONNREFUSED), and
+			// said so; let run, the call would meet no route.
+			e.ref.refuse("tcp", dstString(a, dst.Port(), q.Names), d)
+			return unix.ECONNREFUSED, true
+		}
 		return 0, false // the stack refuses it, and says so
 	}
 	if !e.acquire() {
+		if noStack {
+			e.ref.refuse("tcp", dstString(a, dst.Port(), nil), netpolicy.Decision{Reason: "too many connections at once"})
+			return unix.ECONNREFUSED, true
+		}
 		return 0, false
 	}
 	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)

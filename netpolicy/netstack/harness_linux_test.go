@@ -494,13 +494,18 @@ const (
 	// viaFastDualStack connects from IPv6 sockets, to IPv4 addresses in
 	// their v4-mapped form, as Java and other dual-stack clients do.
 	viaFastDualStack
+	// viaNoTUN is viaFast in a sandbox without a TUN device, as where
+	// /dev/net/tun cannot be opened: only lo, the gateway's address on it
+	// for the resolver (Engine.ServeDNS), and an engine with no stack.
+	// IPv4 only.
+	viaNoTUN
 )
 
 func (m dialMode) String() string {
-	return [...]string{"stack", "fast", "fast-nonblocking", "fast-dualstack"}[m]
+	return [...]string{"stack", "fast", "fast-nonblocking", "fast-dualstack", "no-tun"}[m]
 }
 
-var dialModes = []dialMode{viaStack, viaFast, viaFastNonblocking, viaFastDualStack}
+var dialModes = []dialMode{viaStack, viaFast, viaFastNonblocking, viaFastDualStack, viaNoTUN}
 
 func newSandbox(t testing.TB, o netpolicy.Options) *sandbox { return newSandboxMode(t, o, viaStack) }
 
@@ -536,14 +541,38 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 	t.Cleanup(stop)
 	sb := &sandbox{pid: anchor(t), mode: mode}
 	type made struct {
-		tun   *os.File
-		relay *net.TCPListener
-		local []net.Listener
-		err   error
+		tun    *os.File
+		relay  *net.TCPListener
+		local  []net.Listener
+		dns    *net.UDPConn // without TUN
+		dnsTCP *net.TCPListener
+		err    error
 	}
 	m := inNS(t, sb.pid, func() made {
 		if err := linux.LoopbackUp(); err != nil {
 			return made{err: err}
+		}
+		if mode == viaNoTUN {
+			// As P2 makes it where /dev/net/tun cannot be opened
+			// (mountmgr's setupLoopbackNet).
+			if err := linux.AddLoopbackAddr(Gateway); err != nil {
+				return made{err: err}
+			}
+			gw := &net.UDPAddr{IP: Gateway.AsSlice(), Port: 53}
+			u, err := net.ListenUDP("udp4", gw)
+			if err != nil {
+				return made{err: err}
+			}
+			l, err := net.ListenTCP("tcp4", (*net.TCPAddr)(gw))
+			if err != nil {
+				return made{err: err}
+			}
+			relay, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				return made{err: err}
+			}
+			ls, err := listenLocal(pol)
+			return made{relay: relay, local: ls, dns: u, dnsTCP: l, err: err}
 		}
 		tun, err := linux.CreateTUNVnet(DeviceName, os.Getenv(envNoVnet) == "")
 		if err != nil {
@@ -559,15 +588,8 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 		if err != nil {
 			return made{err: err}
 		}
-		var ls []net.Listener
-		for _, p := range pol.LocalPorts() {
-			l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				return made{err: err}
-			}
-			ls = append(ls, l)
-		}
-		return made{tun: tun, relay: relay, local: ls}
+		ls, err := listenLocal(pol)
+		return made{tun: tun, relay: relay, local: ls, err: err}
 	})
 	if m.err != nil {
 		t.Fatal(m.err)
@@ -576,9 +598,15 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 	if eo.Dial == nil {
 		eo.Dial = hostNSDial
 	}
+	if mode == viaNoTUN {
+		eo.IPv6 = false
+	}
 	eng, err := New(m.tun, eo)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.dns != nil {
+		eng.ServeDNS(m.dns, m.dnsTCP)
 	}
 	for i, p := range pol.LocalPorts() {
 		eng.ServeLocal(m.local[i], p)
@@ -608,6 +636,20 @@ func hostNSDial(ctx context.Context, network, addr string) (net.Conn, error) {
 	}()
 	r := <-ch
 	return r.c, r.err
+}
+
+// listenLocal listens in the calling thread's namespace on 127.0.0.1 at
+// each of pol's localhost ports, as P2 does.
+func listenLocal(pol *netpolicy.Policy) ([]net.Listener, error) {
+	var ls []net.Listener
+	for _, p := range pol.LocalPorts() {
+		l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return ls, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // result of one attempt: the first line the service sent, or the error.
@@ -711,6 +753,7 @@ func (sb *sandbox) dial(addr string) (net.Conn, error) {
 	if sb.mode == viaStack {
 		return hostDial(addr)
 	}
+	// viaNoTUN dials as viaFast does.
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, err
