@@ -22,7 +22,8 @@ type NetFiles struct {
 	// ServerOptions.Connect (Linux 5.19): without TUN, its only way out.
 	FastPath bool
 	// IPv6 says the sandbox has NetSpec.Addr6 and its route: its IPv6
-	// packets come through TUN too.
+	// packets come through TUN too. Without TUN, the address is on lo and
+	// only the fast path carries IPv6.
 	IPv6 bool
 	// Local are listening sockets of the sandbox's loopback, one or two
 	// per NetSpec.LocalPorts entry.

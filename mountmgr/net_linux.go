@@ -30,9 +30,10 @@ import (
 // /etc/resolv.conf names is still P1's, and P1 carries every TCP
 // connection through the fast path, which needs no device (a socket is
 // connected to the relay on lo): the message carries [relay, dns udp,
-// dns tcp, listener...] and Loopback. What the fast path does not take
-// (UDP other than DNS, ICMP, a socket bound before its connect) meets no
-// route: nothing leaves. Failing closed keeps the host's private side
+// dns tcp, listener...] and Loopback. The sandbox's IPv6 address goes on
+// lo too. What the fast path does not take (UDP other than DNS, ICMP, a
+// socket bound before its connect, an IPv6-only socket) meets no route:
+// nothing leaves. Failing closed keeps the host's private side
 // out; refusing to start would break every server on such a host.
 
 // netHandover is the payload of the hand-over message.
@@ -144,7 +145,11 @@ func setupLoopbackNet(n *NetSpec, sock int, tunErr error) (bool, error) {
 		if fds, ports, err = listenLocalPorts(n, fds); err != nil {
 			return netHandover{}, err
 		}
-		return netHandover{Err: why, Loopback: true, Ports: ports}, nil
+		// IPv6 as with the device: the sandbox's address, here on lo, so
+		// that clients ask for AAAA records and connect over IPv6 (which
+		// the fast path takes); without it, IPv4 only.
+		v6 := n.Addr6.IsValid() && linux.AddLoopbackAddr(n.Addr6.Addr()) == nil
+		return netHandover{Err: why, Loopback: true, Ports: ports, IPv6: v6}, nil
 	}()
 	if err != nil {
 		for _, fd := range fds {
@@ -211,7 +216,7 @@ func recvNetFiles(sock *os.File) (*NetFiles, error) {
 		return nil, fmt.Errorf("network: %w", errBadHandover)
 	}
 	if h.Loopback {
-		f := &NetFiles{Unavailable: h.Err, Relay: os.NewFile(uintptr(fds[0]), "relay"),
+		f := &NetFiles{Unavailable: h.Err, IPv6: h.IPv6, Relay: os.NewFile(uintptr(fds[0]), "relay"),
 			DNS: os.NewFile(uintptr(fds[1]), "dns-udp"), DNSTCP: os.NewFile(uintptr(fds[2]), "dns-tcp")}
 		f.Local = localListeners(h.Ports, fds[3:])
 		return f, nil

@@ -99,8 +99,10 @@ func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
 	switch {
 	case spec.NoNetwork:
 		info.Network = "none (loopback only)"
+	case spec.Net != nil && v.tcpOnly && spec.Net.Addr6.IsValid():
+		info.Network = netDescription(o.Sandbox.Net) + "; TCP and DNS only (no /dev/net/tun), IPv4 and IPv6"
 	case spec.Net != nil && v.tcpOnly:
-		info.Network = netDescription(o.Sandbox.Net) + "; TCP and DNS only, IPv4 (no /dev/net/tun)"
+		info.Network = netDescription(o.Sandbox.Net) + "; TCP and DNS only (no /dev/net/tun), IPv4 only"
 	case spec.Net != nil && spec.Net.Addr6.IsValid():
 		info.Network = netDescription(o.Sandbox.Net) + "; IPv4 and IPv6"
 	case spec.Net != nil:

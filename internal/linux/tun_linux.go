@@ -154,20 +154,29 @@ func ConfigureLink6(name string, addr netip.Prefix) error {
 	return netlinkRequest(unix.RTM_NEWROUTE, body, "RTM_NEWROUTE ::/0 dev "+name)
 }
 
-// AddLoopbackAddr gives lo the IPv4 address a as a /32 (host scope
-// aside: universe, so a socket bound to it may talk to the namespace's
-// other addresses). The sandbox without a TUN device takes its gateway's
-// address this way, for the resolver its /etc/resolv.conf names.
+// AddLoopbackAddr gives lo the address a, alone in its prefix (/32 or
+// /128; universe scope, so a socket bound to it may talk to the
+// namespace's other addresses; an IPv6 one usable at once, with no
+// duplicate address detection). The sandbox without a TUN device takes
+// its gateway's address this way, for the resolver its /etc/resolv.conf
+// names, and its own IPv6 address, so that clients ask for and use IPv6.
 func AddLoopbackAddr(a netip.Addr) error {
-	if !a.Is4() {
-		return fmt.Errorf("lo: %s is not IPv4", a)
+	family, bits, flags := byte(unix.AF_INET), byte(32), byte(0)
+	if a.Is6() {
+		if a.Is4In6() || a.Zone() != "" {
+			return fmt.Errorf("lo: %s is not an address of its own", a)
+		}
+		family, bits, flags = unix.AF_INET6, 128, unix.IFA_F_NODAD
 	}
-	b := a.As4()
+	b := a.AsSlice()
 	// struct ifaddrmsg: family, prefix length, flags, scope, index (lo is 1).
-	body := binary.NativeEndian.AppendUint32([]byte{unix.AF_INET, 32, 0, unix.RT_SCOPE_UNIVERSE}, 1)
-	body = append(body, rtattr(unix.IFA_LOCAL, b[:])...)
-	body = append(body, rtattr(unix.IFA_ADDRESS, b[:])...)
-	return netlinkRequest(unix.RTM_NEWADDR, body, "RTM_NEWADDR "+a.String()+"/32 on lo")
+	body := binary.NativeEndian.AppendUint32([]byte{family, bits, flags, unix.RT_SCOPE_UNIVERSE}, 1)
+	body = append(body, rtattr(unix.IFA_LOCAL, b)...)
+	body = append(body, rtattr(unix.IFA_ADDRESS, b)...)
+	if flags != 0 {
+		body = append(body, rtattr(unix.IFA_FLAGS, binary.NativeEndian.AppendUint32(nil, uint32(flags)))...)
+	}
+	return netlinkRequest(unix.RTM_NEWADDR, body, fmt.Sprintf("RTM_NEWADDR %s/%d on lo", a, bits))
 }
 
 // rtattr is one netlink route attribute, padded.

@@ -58,12 +58,18 @@ func TestCreateTUN(t *testing.T) {
 }
 
 // TestAddLoopbackAddr: in a new network namespace, a socket can be bound
-// at the address only once lo has it (the control: EADDRNOTAVAIL before).
+// at the address only once lo has it (the control: EADDRNOTAVAIL before),
+// for an IPv4 and an IPv6 address.
 func TestAddLoopbackAddr(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a new network namespace)")
 	}
-	a := netip.MustParseAddr("10.0.2.2")
+	for _, a := range []netip.Addr{netip.MustParseAddr("10.0.2.2"), netip.MustParseAddr("fd52:6f6f:7466::2")} {
+		t.Run(a.String(), func(t *testing.T) { addLoopbackAddr(t, a) })
+	}
+}
+
+func addLoopbackAddr(t *testing.T, a netip.Addr) {
 	done := make(chan string)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies in its namespace
@@ -76,12 +82,16 @@ func TestAddLoopbackAddr(t *testing.T) {
 			return
 		}
 		bind := func() error {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Addr: a.As16(), Port: 53})
+			if a.Is4() {
+				family, sa = unix.AF_INET, &unix.SockaddrInet4{Addr: a.As4(), Port: 53}
+			}
+			fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
 				return err
 			}
 			defer unix.Close(fd)
-			return unix.Bind(fd, &unix.SockaddrInet4{Addr: a.As4(), Port: 53})
+			return unix.Bind(fd, sa)
 		}
 		if err := bind(); err != unix.EADDRNOTAVAIL {
 			done <- fmt.Sprintf("control: bind before the address: %v, want EADDRNOTAVAIL", err)

@@ -271,7 +271,7 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 // "fast-names" under one with a name rule, where the relay also waits
 // for the first bytes to read a server name (the world speaks first
 // here, which ends the wait); "notun" in a sandbox without a TUN device,
-// whose only way out is the fast path (IPv4 only).
+// whose only way out is the fast path.
 func BenchmarkFast(b *testing.B) {
 	sb := setupBench(b)
 	named := newSandbox(b, netpolicy.Options{Deny: []string{"denied.internet.test"}})
@@ -281,9 +281,6 @@ func BenchmarkFast(b *testing.B) {
 		sb   *sandbox
 	}{{"host", nil}, {"fast", sb}, {"fast-names", named}, {"notun", notun}} {
 		for _, f := range benchFamilies {
-			if c.sb == notun && f.suffix != "" {
-				continue
-			}
 			name := c.name + f.suffix
 			b.Run("Connect/"+name, func(b *testing.B) {
 				before := fastCount(c.sb)

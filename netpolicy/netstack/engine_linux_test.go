@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +24,6 @@ type step struct {
 	six     bool   // NAME:PORT by its AAAA records
 }
 
-// ipv6 says whether s goes over IPv6 (by AAAA records or an address).
-func (s step) ipv6() bool { return s.six || strings.HasPrefix(s.dst, "[") }
-
 // runSteps runs steps from a sandbox with policy o, once for each way
 // its client can connect (through the stack, and offered to the fast
 // path on a blocking and on a non-blocking socket, and from an IPv6
@@ -36,9 +32,6 @@ func (s step) ipv6() bool { return s.six || strings.HasPrefix(s.dst, "[") }
 // have been carried by it.
 func runSteps(t *testing.T, o netpolicy.Options, steps []step) {
 	for _, mode := range dialModes {
-		if mode == viaNoTUN && slices.ContainsFunc(steps, step.ipv6) {
-			continue // IPv4 only: TestNoTUNIPv6 shows that nothing leaves over IPv6
-		}
 		t.Run(mode.String(), func(t *testing.T) {
 			sb := newSandboxMode(t, o, mode)
 			for _, s := range steps {

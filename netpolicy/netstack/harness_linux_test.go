@@ -495,9 +495,9 @@ const (
 	// their v4-mapped form, as Java and other dual-stack clients do.
 	viaFastDualStack
 	// viaNoTUN is viaFast in a sandbox without a TUN device, as where
-	// /dev/net/tun cannot be opened: only lo, the gateway's address on it
-	// for the resolver (Engine.ServeDNS), and an engine with no stack.
-	// IPv4 only.
+	// /dev/net/tun cannot be opened: only lo, with the gateway's address
+	// for the resolver (Engine.ServeDNS) and the sandbox's IPv6 address,
+	// and an engine with no stack.
 	viaNoTUN
 )
 
@@ -558,6 +558,11 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 			if err := linux.AddLoopbackAddr(Gateway); err != nil {
 				return made{err: err}
 			}
+			if eo.IPv6 {
+				if err := linux.AddLoopbackAddr(SandboxAddr6.Addr()); err != nil {
+					return made{err: err}
+				}
+			}
 			gw := &net.UDPAddr{IP: Gateway.AsSlice(), Port: 53}
 			u, err := net.ListenUDP("udp4", gw)
 			if err != nil {
@@ -597,9 +602,6 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 	eo.Policy, eo.Logger, eo.Upstream = pol, testLogger(t), dnsAddr.String()+":53"
 	if eo.Dial == nil {
 		eo.Dial = hostNSDial
-	}
-	if mode == viaNoTUN {
-		eo.IPv6 = false
 	}
 	eng, err := New(m.tun, eo)
 	if err != nil {

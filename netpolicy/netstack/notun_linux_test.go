@@ -17,8 +17,8 @@ import (
 
 // Without a TUN device (viaNoTUN) the sandbox reaches out only through
 // the fast path: the rules hold there as everywhere (runSteps runs every
-// IPv4 rule test in that mode too), and what the fast path does not take
-// meets no route. Each attempt below that fails without the device
+// rule test in that mode too, over IPv4 and IPv6), and what the fast
+// path does not take meets no route. Each attempt below that fails without the device
 // reaches from a sandbox with one under the same policy (the negative
 // control: the attempt itself works).
 func TestNoTUNNothingElseLeaves(t *testing.T) {
@@ -35,15 +35,30 @@ func TestNoTUNNothingElseLeaves(t *testing.T) {
 			t.Errorf("negative control (with the device): %v", err)
 		}
 	})
-	t.Run("ipv6", func(t *testing.T) {
-		// The world's IPv6 address, which the default policy allows.
-		dst := "[2001:db8:113::1]:80"
-		r := inNS(t, notun.pid, func() result { return connect(notun.dial, dst, "", "") })
-		if r.reached() || !errors.Is(r.err, unix.ENETUNREACH) {
-			t.Errorf("IPv6 without a device: %v, want ENETUNREACH", r)
+	t.Run("ipv6-only socket", func(t *testing.T) {
+		// An IPV6_V6ONLY socket cannot reach the relay (at an IPv4
+		// address): it is not the fast path's, and without a device meets
+		// no route. The world's IPv6 address, which the default policy
+		// allows.
+		dst := netip.MustParseAddrPort("[2001:db8:113::1]:80")
+		dial := func(sb *sandbox) error {
+			return inNS(t, sb.pid, func() error {
+				fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					return err
+				}
+				defer unix.Close(fd)
+				if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+					return err
+				}
+				return offerFast(sb, fd, dst)
+			})
 		}
-		if c := inNS(t, tun.pid, func() result { return connect(tun.dial, dst, "", "") }); !c.reached() {
-			t.Errorf("negative control (with the device): %v", c)
+		if err := dial(notun); !errors.Is(err, unix.ENETUNREACH) {
+			t.Errorf("an IPv6-only socket without a device: %v, want ENETUNREACH", err)
+		}
+		if err := dial(tun); err != nil {
+			t.Errorf("negative control (with the device): %v", err)
 		}
 	})
 	t.Run("bound socket", func(t *testing.T) {
@@ -59,17 +74,7 @@ func TestNoTUNNothingElseLeaves(t *testing.T) {
 				if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
 					return err
 				}
-				dup, err := unix.Dup(fd)
-				if err != nil {
-					return err
-				}
-				errno, ok := sb.eng.Connect(dup, netip.MustParseAddrPort("203.0.113.1:80"))
-				unix.Close(dup)
-				if ok {
-					return errors.New("the fast path took a bound socket")
-				}
-				_ = errno
-				return unix.Connect(fd, &unix.SockaddrInet4{Addr: [4]byte{203, 0, 113, 1}, Port: 80})
+				return offerFast(sb, fd, netip.MustParseAddrPort("203.0.113.1:80"))
 			})
 		}
 		if err := dial(notun); !errors.Is(err, unix.ENETUNREACH) {
@@ -134,4 +139,23 @@ func TestNoTUNDNSOverTCP(t *testing.T) {
 	if err != nil {
 		t.Errorf("DNS over TCP to the gateway without a device: %v", err)
 	}
+}
+
+// offerFast offers the connect of fd to dst to sb's fast path, as P1's
+// listener does, which must decline it; the call then runs as made.
+func offerFast(sb *sandbox, fd int, dst netip.AddrPort) error {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return err
+	}
+	_, ok := sb.eng.Connect(dup, dst)
+	unix.Close(dup)
+	if ok {
+		return errors.New("the fast path took the call")
+	}
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Addr: dst.Addr().As16(), Port: int(dst.Port())}
+	if dst.Addr().Is4() {
+		sa = &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())}
+	}
+	return unix.Connect(fd, sa)
 }
