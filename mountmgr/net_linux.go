@@ -3,6 +3,7 @@ package mountmgr
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -119,8 +120,12 @@ func setupLoopbackNet(n *NetSpec, sock int, tunErr error) (bool, error) {
 	}()
 	why := tunErr.Error()
 	h, err := func() (netHandover, error) {
-		if err := linux.AddLoopbackAddr(n.Gateway); err != nil {
-			return netHandover{}, err
+		// The gateway's address for the resolver, and the sandbox's own,
+		// which a server may bind or connect to as it would on the TUN.
+		for _, a := range []netip.Addr{n.Gateway, n.Addr.Addr()} {
+			if err := linux.AddLoopbackAddr(a); err != nil {
+				return netHandover{}, err
+			}
 		}
 		gw := unix.SockaddrInet4{Addr: n.Gateway.As4(), Port: 53}
 		relay, err := listenLoopback(unix.AF_INET, 0)

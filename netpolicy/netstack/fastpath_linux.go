@@ -195,8 +195,10 @@ func parseSockaddr(sa []byte) (netip.AddrPort, bool) {
 func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bool) {
 	fp := e.fast.Load()
 	a := dst.Addr().Unmap()
-	if fp == nil || e.ctx.Err() != nil || a == Gateway || a.IsLoopback() || a.IsUnspecified() ||
-		a.IsMulticast() || dst.Port() == 0 || a.Is6() && !e.ipv6 {
+	// The sandbox's own addresses are its kernel's to connect, as its
+	// loopback is, with or without the TUN.
+	if fp == nil || e.ctx.Err() != nil || a == Gateway || a == SandboxAddr.Addr() || a == SandboxAddr6.Addr() ||
+		a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || dst.Port() == 0 || a.Is6() && !e.ipv6 {
 		return 0, false
 	}
 	six, ok := fp.ours(fd)

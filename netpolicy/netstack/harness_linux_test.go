@@ -555,8 +555,10 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 		if mode == viaNoTUN {
 			// As P2 makes it where /dev/net/tun cannot be opened
 			// (mountmgr's setupLoopbackNet).
-			if err := linux.AddLoopbackAddr(Gateway); err != nil {
-				return made{err: err}
+			for _, a := range []netip.Addr{Gateway, SandboxAddr.Addr()} {
+				if err := linux.AddLoopbackAddr(a); err != nil {
+					return made{err: err}
+				}
 			}
 			if eo.IPv6 {
 				if err := linux.AddLoopbackAddr(SandboxAddr6.Addr()); err != nil {

@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -84,6 +85,41 @@ func TestNoTUNNothingElseLeaves(t *testing.T) {
 			t.Errorf("negative control (with the device): %v", err)
 		}
 	})
+}
+
+// TestOwnAddress: a connection to the sandbox's own address, as a
+// server's client part may make to a listener of its own, is the
+// sandbox's kernel's, with or without the TUN, over IPv4 and IPv6.
+func TestOwnAddress(t *testing.T) {
+	for _, mode := range []dialMode{viaFast, viaNoTUN} {
+		sb := newSandboxMode(t, netpolicy.Options{}, mode)
+		for _, a := range []netip.Addr{SandboxAddr.Addr(), SandboxAddr6.Addr()} {
+			err := inNS(t, sb.pid, func() error {
+				l, err := net.Listen("tcp", netip.AddrPortFrom(a, 0).String())
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				go func() {
+					if c, err := l.Accept(); err == nil {
+						c.Write([]byte("own\n"))
+						c.Close()
+					}
+				}()
+				r := connect(sb.dial, l.Addr().String(), "", "")
+				if !r.reached() || r.line != "own" {
+					return fmt.Errorf("%v", r)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Errorf("%s: %s: %v", mode, a, err)
+			}
+		}
+		if st := sb.eng.Stats(); st.Refused != 0 || st.TCPFast != 0 {
+			t.Errorf("%s: %d refused, %d carried by the fast path; want neither", mode, st.Refused, st.TCPFast)
+		}
+	}
 }
 
 // TestNoTUNRefusalsSaid: without a device the fast path refuses what the
