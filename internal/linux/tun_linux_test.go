@@ -18,37 +18,23 @@ func TestCreateTUN(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (a new network namespace and /dev/net/tun)")
 	}
-	done := make(chan string)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies in its namespace
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			done <- "unshare: " + err.Error()
-			return
-		}
+	got := inNewNetns(func() string {
 		f, err := CreateTUN("rfs0")
 		if err != nil {
-			done <- err.Error()
-			return
+			return err.Error()
 		}
 		defer f.Close()
 		if err := ConfigureLink("rfs0", netip.MustParsePrefix("10.0.2.100/24"), netip.MustParseAddr("10.0.2.2"), 65520); err != nil {
-			done <- err.Error()
-			return
+			return err.Error()
 		}
 		if err := ConfigureLink6("rfs0", netip.MustParsePrefix("fd72:6f6f:7466::100/64")); err != nil {
-			done <- err.Error()
-			return
+			return err.Error()
 		}
 		// ip runs in this thread's namespace (fork copies it).
-		out, err := exec.Command("ip", "addr", "show", "rfs0").CombinedOutput()
-		r, err2 := exec.Command("sh", "-c", "ip -4 route; ip -6 route").CombinedOutput()
-		if err != nil || err2 != nil {
-			done <- string(out) + string(r)
-			return
-		}
-		done <- string(out) + string(r)
-	}()
-	got := <-done
+		out, _ := exec.Command("ip", "addr", "show", "rfs0").CombinedOutput()
+		r, _ := exec.Command("sh", "-c", "ip -4 route; ip -6 route").CombinedOutput()
+		return string(out) + string(r)
+	})
 	for _, want := range []string{"inet 10.0.2.100/24", "mtu 65520", "default via 10.0.2.2 dev rfs0", "UP",
 		"inet6 fd72:6f6f:7466::100/64 scope global nodad", "default dev rfs0"} {
 		if !strings.Contains(got, want) {
@@ -65,49 +51,50 @@ func TestAddLoopbackAddr(t *testing.T) {
 		t.Skip("needs root (a new network namespace)")
 	}
 	for _, a := range []netip.Addr{netip.MustParseAddr("10.0.2.2"), netip.MustParseAddr("fd52:6f6f:7466::2")} {
-		t.Run(a.String(), func(t *testing.T) { addLoopbackAddr(t, a) })
+		msg := inNewNetns(func() string {
+			if err := LoopbackUp(); err != nil {
+				return err.Error()
+			}
+			bind := func() error {
+				family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Addr: a.As16(), Port: 53})
+				if a.Is4() {
+					family, sa = unix.AF_INET, &unix.SockaddrInet4{Addr: a.As4(), Port: 53}
+				}
+				fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					return err
+				}
+				defer unix.Close(fd)
+				return unix.Bind(fd, sa)
+			}
+			if err := bind(); err != unix.EADDRNOTAVAIL {
+				return fmt.Sprintf("control: bind before the address: %v, want EADDRNOTAVAIL", err)
+			}
+			if err := AddLoopbackAddr(a); err != nil {
+				return err.Error()
+			}
+			if err := bind(); err != nil {
+				return "bind after the address: " + err.Error()
+			}
+			return ""
+		})
+		if msg != "" {
+			t.Errorf("%s: %s", a, msg)
+		}
 	}
 }
 
-func addLoopbackAddr(t *testing.T, a netip.Addr) {
+// inNewNetns runs f on a locked thread in a new network namespace and
+// returns what it says; the thread dies in its namespace.
+func inNewNetns(f func() string) string {
 	done := make(chan string)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies in its namespace
+		runtime.LockOSThread() // never unlocked
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			done <- "unshare: " + err.Error()
 			return
 		}
-		if err := LoopbackUp(); err != nil {
-			done <- err.Error()
-			return
-		}
-		bind := func() error {
-			family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Addr: a.As16(), Port: 53})
-			if a.Is4() {
-				family, sa = unix.AF_INET, &unix.SockaddrInet4{Addr: a.As4(), Port: 53}
-			}
-			fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return err
-			}
-			defer unix.Close(fd)
-			return unix.Bind(fd, sa)
-		}
-		if err := bind(); err != unix.EADDRNOTAVAIL {
-			done <- fmt.Sprintf("control: bind before the address: %v, want EADDRNOTAVAIL", err)
-			return
-		}
-		if err := AddLoopbackAddr(a); err != nil {
-			done <- err.Error()
-			return
-		}
-		if err := bind(); err != nil {
-			done <- "bind after the address: " + err.Error()
-			return
-		}
-		done <- ""
+		done <- f()
 	}()
-	if msg := <-done; msg != "" {
-		t.Error(msg)
-	}
+	return <-done
 }
