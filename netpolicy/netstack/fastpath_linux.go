@@ -136,7 +136,7 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	fd, addr, alen := int(int32(c.Args[0])), c.Args[1], int(int32(c.Args[2]))
 	// A length the kernel refuses (negative, or more than a
 	// sockaddr_storage) is left for it to refuse.
-	if fd < 0 || alen < unix.SizeofSockaddrInet4 || alen > unix.SizeofSockaddrAny || e.fast.Load() == nil {
+	if fd < 0 || alen < unix.SizeofSockaddrInet4 || alen > sizeofSockaddrStorage || e.fast.Load() == nil {
 		return run
 	}
 	// Read once, as much as a sockaddr_in6 (or what the caller gave): the
@@ -164,6 +164,11 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	}
 	return seccomp.Answer{}
 }
+
+// sizeofSockaddrStorage is the kernel's limit on connect(2)'s address
+// length (struct sockaddr_storage; x/sys's SizeofSockaddrAny is 112):
+// programs pass it as the length of any address.
+const sizeofSockaddrStorage = 128
 
 // parseSockaddr reads a sockaddr_in, or a sockaddr_in6 without a scope
 // (an address with one is link-local, which the fast path never takes),
@@ -201,7 +206,8 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || dst.Port() == 0 || a.Is6() && !e.ipv6 {
 		return 0, false
 	}
-	six, ok := fp.ours(fd)
+	noStack := e.nic.stack == nil
+	six, ok := fp.ours(fd, noStack)
 	// The address must be of the socket's family (4 bytes for an IPv4
 	// socket, 16 for an IPv6 one, v4-mapped or not): the kernel refuses
 	// the other, and so it is left to run. An IPv6 socket reaches the
@@ -211,7 +217,6 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		return 0, false
 	}
 	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
-	noStack := e.nic.stack == nil
 	if d := e.pol.Decide(q); !d.Allow {
 		if noStack {
 			// Refused here as the stack would (a reset: ECONNREFUSED), and
@@ -248,6 +253,11 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	if six {
 		m := netip.AddrFrom4(fp.addr.Addr).As16() // ::ffff:127.0.0.1
 		local, relay = &unix.SockaddrInet6{Addr: m}, &unix.SockaddrInet6{Addr: m, Port: fp.addr.Port}
+	}
+	if noStack {
+		// Else the bind takes no port (ours); set again meanwhile, the
+		// port is 0 below.
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 0)
 	}
 	if err := unix.Bind(fd, local); err != nil {
 		e.drop(f)
@@ -286,7 +296,12 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 // it is an IPv6 one: TCP over IPv4 or IPv6 in the sandbox's namespace,
 // neither bound, connected, listening nor bound to a device, and taking
 // a port when bound.
-func (fp *fastPath) ours(fd int) (six, ok bool) {
+//
+// With noPort (no stack to leave the socket to), a socket with
+// IP_BIND_ADDRESS_NO_PORT is taken too, and Connect clears the option: it
+// says only when a bound socket takes its port, and connect(2) takes one
+// anyway.
+func (fp *fastPath) ours(fd int, noPort bool) (six, ok bool) {
 	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	if err != nil || domain != unix.AF_INET && domain != unix.AF_INET6 {
 		return false, false
@@ -299,7 +314,7 @@ func (fp *fastPath) ours(fd int) (six, ok bool) {
 	}
 	// With IP_BIND_ADDRESS_NO_PORT, the bind below would take no port,
 	// and the relay would not know the connection.
-	if v, err := unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT); err != nil || v != 0 {
+	if v, err := unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT); err != nil || v != 0 && !noPort {
 		return false, false
 	}
 	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
