@@ -249,7 +249,10 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		}
 		f.up = up
 	}
-	local, relay := unix.Sockaddr(&unix.SockaddrInet4{Addr: fp.addr.Addr}), unix.Sockaddr(&fp.addr)
+	// A copy: unix.Connect writes the raw form into the Sockaddr it is
+	// given, and connects run at once.
+	ra := fp.addr
+	local, relay := unix.Sockaddr(&unix.SockaddrInet4{Addr: fp.addr.Addr}), unix.Sockaddr(&ra)
 	if six {
 		m := netip.AddrFrom4(fp.addr.Addr).As16() // ::ffff:127.0.0.1
 		local, relay = &unix.SockaddrInet6{Addr: m}, &unix.SockaddrInet6{Addr: m, Port: fp.addr.Port}
