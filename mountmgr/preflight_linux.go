@@ -60,7 +60,7 @@ func tunFinding() Finding {
 		f.Close()
 		return Finding{Name: "network", OK: true, Detail: "/dev/net/tun opens: the server gets its own network, filtered by rootfs"}
 	}
-	return Finding{Name: "network", Detail: "/dev/net/tun: " + errText(err) + ": the server would get TCP and DNS only (no UDP, no ping)",
+	return Finding{Name: "network", Detail: "/dev/net/tun: " + errText(err) + ": the server would get TCP and DNS only (no UDP, no ping; before Linux 5.19, loopback only)",
 		Fix: "modprobe tun, and make /dev/net/tun mode 0666 (as Debian and Ubuntu ship it; in a container, --device=/dev/net/tun)"}
 }
 

@@ -108,7 +108,7 @@ func recvSeccomp(sock *os.File) (*os.File, string, bool, error) {
 // listenSeccomp answers and reports the listener's refusals until the
 // sandbox is gone (done).
 func listenSeccomp(lf *os.File, opts ServerOptions, done <-chan struct{}) error {
-	lo := seccomp.ListenOptions{Lost: opts.SyscallsLost, Connect: opts.Connect}
+	lo := seccomp.ListenOptions{Lost: opts.SyscallsLost, Connect: opts.Connect, Busy: opts.ConnectBusy}
 	if opts.SyscallRefused != nil {
 		lo.Refused = func(r seccomp.Refusal) { opts.SyscallRefused(r.Syscall, r.PID, r.Comm) }
 	}

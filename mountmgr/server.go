@@ -55,9 +55,13 @@ type ServerOptions struct {
 	// (the network's fast path: netstack.Engine.SeccompConnect), from
 	// the time StartServer returns; it is then the seccomp listener's
 	// (seccomp.ListenOptions.Connect). The filter refers connect(2) to it
-	// only when the sandbox has its TUN; a kernel that gives no listener
-	// leaves every connect to the TUN, as without it.
+	// only when P1 runs an engine (with the TUN, or on lo alone:
+	// NetFiles.FastPath says whether it does); a kernel that gives no
+	// listener leaves every connect to the TUN, as without it.
 	Connect func(*seccomp.Call) seccomp.Answer
+	// ConnectBusy answers the connect(2) calls beyond those Connect is
+	// answering at once (seccomp.ListenOptions.Busy); nil lets them run.
+	ConnectBusy func(*seccomp.Call) seccomp.Answer
 }
 
 // Server is the running sandbox (P2, with the wrapped server P3 under it).

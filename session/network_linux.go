@@ -40,10 +40,25 @@ func (c *connector) started() { c.once.Do(func() { close(c.ready) }) }
 func (c *connector) connect(call *seccomp.Call) seccomp.Answer {
 	select {
 	case <-c.ready:
-	case <-time.After(readyWait):
+	default:
+		t := time.NewTimer(readyWait)
+		select {
+		case <-c.ready:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	if e := c.eng.Load(); e != nil {
 		return e.SeccompConnect(call)
+	}
+	return seccomp.Answer{Continue: true}
+}
+
+// busy answers a connect(2) beyond those connect answers at once; it
+// must not wait.
+func (c *connector) busy(call *seccomp.Call) seccomp.Answer {
+	if e := c.eng.Load(); e != nil {
+		return e.SeccompBusy(call)
 	}
 	return seccomp.Answer{Continue: true}
 }

@@ -21,6 +21,8 @@ func (*connector) started() {}
 
 func (*connector) connect(*seccomp.Call) seccomp.Answer { return seccomp.Answer{Continue: true} }
 
+func (*connector) busy(*seccomp.Call) seccomp.Answer { return seccomp.Answer{Continue: true} }
+
 // startNetwork needs Linux (a TUN device and gVisor's netstack).
 func startNetwork(NetOptions, *mountmgr.NetFiles, *connector, func(netstack.Refusal), *zap.Logger) (func(), error) {
 	return nil, errors.New("the sandbox's network needs Linux")

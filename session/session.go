@@ -170,6 +170,7 @@ func Start(ctx context.Context, o Options, log *zap.Logger) (_ *Session, err err
 	defer fast.started() // on every way out: no call waits longer than the start
 	if spec.Net != nil {
 		sopts.Connect = fast.connect // the network's fast path, once it runs
+		sopts.ConnectBusy = fast.busy
 	}
 	if s.srv, err = mountmgr.StartServer(ctx, spec, sopts); err != nil {
 		return nil, err

@@ -68,9 +68,13 @@ type ListenOptions struct {
 	Queue int
 	// Connect, when set, answers the connect(2) calls of a filter made
 	// with Notify.Connect, each from a goroutine of its own while the
-	// caller waits (at most maxConnects at once; beyond that, and when
-	// Connect is nil, the call is let run: Answer.Continue).
+	// caller waits (at most maxConnects at once; beyond that Busy does,
+	// and when Connect is nil, the call is let run: Answer.Continue).
 	Connect func(*Call) Answer
+	// Busy answers a connect(2) when maxConnects are being answered
+	// already, from the listener's own goroutine: it must not wait. Nil
+	// lets the call run.
+	Busy func(*Call) Answer
 }
 
 // maxConnects bounds the connect(2) calls being answered at once.
@@ -302,7 +306,8 @@ func (l *Listener) answer(size int) {
 }
 
 // connect answers a connect(2) with opts.Connect, from a goroutine of
-// its own; when there is none, or too many wait already, the call runs.
+// its own; when there is none, the call runs, and when too many wait
+// already, opts.Busy answers it.
 func (l *Listener) connect(n *seccompNotif) {
 	c := &Call{listener: l.f.Fd(), ID: n.ID, TID: int(n.Pid), Args: n.Data.Args}
 	if l.opts.Connect == nil || c.TID <= 0 {
@@ -312,7 +317,11 @@ func (l *Listener) connect(n *seccompNotif) {
 	select {
 	case l.connects <- struct{}{}:
 	default:
-		l.send(c.ID, Answer{Continue: true})
+		a := Answer{Continue: true}
+		if l.opts.Busy != nil {
+			a = l.opts.Busy(c)
+		}
+		l.send(c.ID, a)
 		return
 	}
 	l.cw.Add(1)

@@ -239,7 +239,7 @@ func runClient(b testing.TB, sb *sandbox, workload, addr string, n int, during f
 			cmd.Process.Kill()
 			b.Fatalf("no listener from the client: %v", err)
 		}
-		l, err := seccomp.Listen(os.NewFile(uintptr(fds[0]), "listener"), seccomp.ListenOptions{Connect: sb.eng.SeccompConnect})
+		l, err := seccomp.Listen(os.NewFile(uintptr(fds[0]), "listener"), seccomp.ListenOptions{Connect: sb.eng.SeccompConnect, Busy: sb.busy()})
 		if err != nil {
 			cmd.Process.Kill()
 			b.Fatal(err)

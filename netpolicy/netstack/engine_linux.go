@@ -39,6 +39,11 @@ const (
 	maxInFlight = 512
 	// maxDNS bounds DNS questions being answered at once.
 	maxDNS = 64
+	// maxDNSTCP bounds the DNS connections open at once, each one
+	// question of maxDNS's while it is answered: connections that send
+	// nothing, or never read their answers, hold no more, and leave the
+	// questions over UDP their room.
+	maxDNSTCP = 16
 	// peekMax and peekWait bound the look at a connection's first bytes.
 	peekMax  = 16 << 10
 	peekWait = 2 * time.Second
@@ -98,6 +103,7 @@ type Engine struct {
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	flows    chan struct{} // semaphore of MaxFlows
 	dnsSem   chan struct{}
+	dnsTCP   chan struct{} // semaphore of maxDNSTCP
 	nic      nic
 
 	ctx    context.Context
@@ -114,6 +120,7 @@ type Engine struct {
 	bufs   *buffers
 	// orphanWait is the package's when the engine started.
 	orphanWait time.Duration
+	blind      sync.Once // cannotRead's
 
 	n counters
 }
@@ -171,7 +178,7 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		o.Upstream = net.JoinHostPort(cfg.Servers[0], cfg.Port)
 	}
 	e := &Engine{pol: o.Policy, table: o.Table, log: o.Logger, ref: newRefusals(o.Logger, o.Refused), upstream: o.Upstream,
-		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), nic: nic{tun: tun},
+		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), dnsTCP: make(chan struct{}, maxDNSTCP), nic: nic{tun: tun},
 		relays: make(map[net.Conn]net.Conn), orphanWait: orphanWait}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if tun == nil {
@@ -382,17 +389,17 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 			return
 		}
 		select {
-		case e.dnsSem <- struct{}{}:
+		case e.dnsTCP <- struct{}{}:
 		default:
 			r.Complete(true)
 			return
 		}
-		// The question's slot is held until the connection's endpoint
-		// is done, as a flow's is below.
-		if c := e.accept(r, func() { <-e.dnsSem }); c != nil {
+		// The connection's slot is held until its endpoint is done, as a
+		// flow's is below.
+		if c := e.accept(r, func() { <-e.dnsTCP }); c != nil {
 			e.serveDNSTCP(c)
 		} else {
-			<-e.dnsSem
+			<-e.dnsTCP
 		}
 		return
 	}
@@ -659,10 +666,20 @@ func (e *Engine) serveDNSTCP(c net.Conn) {
 		if _, err := io.ReadFull(c, b[:n]); err != nil {
 			return
 		}
+		// Each question is one of maxDNS's while it is answered.
+		select {
+		case e.dnsSem <- struct{}{}:
+		case <-e.ctx.Done():
+			return
+		}
 		out := e.answer(b[:n], true)
+		<-e.dnsSem
 		if out == nil {
 			return
 		}
+		// A client that does not read its answers holds its connection
+		// no longer than one that sends nothing.
+		_ = c.SetWriteDeadline(time.Now().Add(dnsIdle))
 		if _, err := c.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)); err != nil {
 			return
 		}
@@ -673,7 +690,8 @@ func (e *Engine) serveDNSTCP(c net.Conn) {
 // (a TCP listener), both at Gateway port 53 on the sandbox's lo, where
 // it has no device for the stack to answer them on; Close stops them.
 // Questions in flight are bounded as on the stack's path: beyond maxDNS,
-// a datagram is dropped (the client asks again) and a connection closed.
+// a datagram is dropped (the client asks again); beyond maxDNSTCP
+// connections, a connection is closed.
 func (e *Engine) ServeDNS(u *net.UDPConn, l *net.TCPListener) {
 	e.mu.Lock()
 	e.listeners = append(e.listeners, l)
@@ -690,9 +708,13 @@ func (e *Engine) ServeDNS(u *net.UDPConn, l *net.TCPListener) {
 				continue
 			}
 			select {
-			case e.dnsSem <- struct{}{}:
+			case e.dnsTCP <- struct{}{}:
 				go func() {
-					defer func() { <-e.dnsSem }()
+					defer func() { <-e.dnsTCP }()
+					// Close ends it too, as the stack's Destroy does the
+					// stack's.
+					stop := context.AfterFunc(e.ctx, func() { c.Close() })
+					defer stop()
 					e.serveDNSTCP(c)
 				}()
 			default:

@@ -39,10 +39,12 @@ package netstack
 // would have allowed.
 //
 // Without a TUN device (New with none) there is no stack: the sandbox has
-// only lo and no route out. The fast path then refuses a destination the
-// policy refuses itself (ECONNREFUSED, and the refusal said as the stack
-// says it), and whatever else it does not take, let run, meets no route
-// (ENETUNREACH): nothing leaves but what it carries.
+// only lo and no route out. The fast path then refuses itself a TCP
+// connect to a destination the policy refuses (ECONNREFUSED, and the
+// refusal said as the stack says it), also from a socket it could not
+// have taken (bound first, IPv6 only), and one the listener has no room
+// for (SeccompBusy); whatever else it does not take, let run, meets no
+// route (ENETUNREACH): nothing leaves but what it carries.
 
 import (
 	"encoding/binary"
@@ -133,25 +135,11 @@ func netnsOf(fd int) (uint64, error) {
 // run.
 func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 	run := seccomp.Answer{Continue: true}
-	fd, addr, alen := int(int32(c.Args[0])), c.Args[1], int(int32(c.Args[2]))
-	// A length the kernel refuses (negative, or more than a
-	// sockaddr_storage) is left for it to refuse.
-	if fd < 0 || alen < unix.SizeofSockaddrInet4 || alen > sizeofSockaddrStorage || e.fast.Load() == nil {
+	if e.fast.Load() == nil {
 		return run
 	}
-	// Read once, as much as a sockaddr_in6 (or what the caller gave): the
-	// caller's memory may change, and the call never runs on it.
-	sa := make([]byte, min(alen, unix.SizeofSockaddrInet6))
-	if err := c.ReadMem(addr, sa); err != nil {
-		return run
-	}
-	dst, ok := parseSockaddr(sa)
+	dst, dup, ok := e.readConnect(c)
 	if !ok {
-		return run
-	}
-	dup, err := c.FD(fd)
-	if err != nil {
-		e.log.Debug("network: fast path: the socket", zap.Error(err))
 		return run
 	}
 	defer unix.Close(dup)
@@ -163,6 +151,70 @@ func (e *Engine) SeccompConnect(c *seccomp.Call) seccomp.Answer {
 		return seccomp.Answer{Errno: errno}
 	}
 	return seccomp.Answer{}
+}
+
+// readConnect reads connect(2) call c's address and takes a copy of its
+// socket, which the caller closes; ok false when the call is not one the
+// fast path could take, or cannot be read.
+func (e *Engine) readConnect(c *seccomp.Call) (dst netip.AddrPort, dup int, ok bool) {
+	fd, addr, alen := int(int32(c.Args[0])), c.Args[1], int(int32(c.Args[2]))
+	// A length the kernel refuses (negative, or more than a
+	// sockaddr_storage) is left for it to refuse.
+	if fd < 0 || alen < unix.SizeofSockaddrInet4 || alen > sizeofSockaddrStorage {
+		return dst, -1, false
+	}
+	// Read once, as much as a sockaddr_in6 (or what the caller gave): the
+	// caller's memory may change, and the call never runs on it.
+	sa := make([]byte, min(alen, unix.SizeofSockaddrInet6))
+	if err := c.ReadMem(addr, sa); err != nil {
+		e.cannotRead(err)
+		return dst, -1, false
+	}
+	if dst, ok = parseSockaddr(sa); !ok {
+		return dst, -1, false
+	}
+	dup, err := c.FD(fd)
+	if err != nil {
+		e.log.Debug("network: fast path: the socket", zap.Error(err))
+		e.cannotRead(err)
+		return dst, -1, false
+	}
+	return dst, dup, true
+}
+
+// SeccompBusy answers a connect(2) the listener has no room to answer
+// (seccomp.ListenOptions.Busy), at once. With the stack it runs, and
+// meets the stack; without, it would meet no route, so a TCP connect to
+// an IPv4 or IPv6 address is refused as when the engine's flows are all
+// taken (ECONNREFUSED, and said), and anything else runs.
+func (e *Engine) SeccompBusy(c *seccomp.Call) seccomp.Answer {
+	run := seccomp.Answer{Continue: true}
+	fp := e.fast.Load()
+	if e.nic.stack != nil || fp == nil {
+		return run
+	}
+	dst, dup, ok := e.readConnect(c)
+	if !ok {
+		return run
+	}
+	defer unix.Close(dup)
+	if !fp.socket(dup, dst).tcp {
+		return run
+	}
+	e.ref.refuse("tcp", dstString(dst.Addr().Unmap(), dst.Port(), nil), netpolicy.Decision{Reason: "too many connections at once"})
+	return seccomp.Answer{Errno: unix.ECONNREFUSED}
+}
+
+// cannotRead says once, where there is no stack to carry what the fast
+// path cannot, that the kernel refuses rootfs the server's calls (a
+// Yama ptrace_scope of 3, an LSM): the server's TCP then has no way out.
+func (e *Engine) cannotRead(err error) {
+	if e.nic.stack != nil || !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) {
+		return
+	}
+	e.blind.Do(func() {
+		e.log.Warn("network: rootfs may not read the server's connect(2) calls here, so its TCP connections fail; make /dev/net/tun usable, or pass --host-network", zap.Error(err))
+	})
 }
 
 // sizeofSockaddrStorage is the kernel's limit on connect(2)'s address
@@ -207,25 +259,25 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		return 0, false
 	}
 	noStack := e.nic.stack == nil
-	six, ok := fp.ours(fd, noStack)
-	// The address must be of the socket's family (4 bytes for an IPv4
-	// socket, 16 for an IPv6 one, v4-mapped or not): the kernel refuses
-	// the other, and so it is left to run. An IPv6 socket reaches the
-	// relay, at an IPv4 address, by the v4-mapped form, so it must not be
-	// IPv6 only.
-	if !ok || six != dst.Addr().Is6() || six && v6only(fd) {
-		return 0, false
+	sk := fp.socket(fd, dst)
+	if !sk.tcp {
+		return 0, false // the kernel answers it as it would anyway
 	}
 	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
 	if d := e.pol.Decide(q); !d.Allow {
 		if noStack {
 			// Refused here as the stack would (a reset: ECONNREFUSED), and
-			// said so; let run, the call would meet no route.
+			// said so, whether or not the fast path could have taken the
+			// socket; let run, the call would meet no route.
 			e.ref.refuse("tcp", dstString(a, dst.Port(), q.Names), d)
 			return unix.ECONNREFUSED, true
 		}
 		return 0, false // the stack refuses it, and says so
 	}
+	if !sk.take {
+		return 0, false
+	}
+	six := sk.six
 	if !e.acquire() {
 		if noStack {
 			e.ref.refuse("tcp", dstString(a, dst.Port(), nil), netpolicy.Decision{Reason: "too many connections at once"})
@@ -257,11 +309,11 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		m := netip.AddrFrom4(fp.addr.Addr).As16() // ::ffff:127.0.0.1
 		local, relay = &unix.SockaddrInet6{Addr: m}, &unix.SockaddrInet6{Addr: m, Port: fp.addr.Port}
 	}
-	if noStack {
-		// Else the bind takes no port (ours); set again meanwhile, the
-		// port is 0 below.
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 0)
-	}
+	// With IP_BIND_ADDRESS_NO_PORT the bind would take no port, and the
+	// relay would not know the connection. The option only says when a
+	// bound socket takes its port, and connect(2) takes one anyway; set
+	// again meanwhile, the port is 0 below.
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 0)
 	if err := unix.Bind(fd, local); err != nil {
 		e.drop(f)
 		return 0, false
@@ -295,50 +347,68 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	}
 }
 
-// ours says whether fd is a socket the fast path can take, and whether
-// it is an IPv6 one: TCP over IPv4 or IPv6 in the sandbox's namespace,
-// neither bound, connected, listening nor bound to a device, and taking
-// a port when bound.
-//
-// With noPort (no stack to leave the socket to), a socket with
-// IP_BIND_ADDRESS_NO_PORT is taken too, and Connect clears the option: it
-// says only when a bound socket takes its port, and connect(2) takes one
-// anyway.
-func (fp *fastPath) ours(fd int, noPort bool) (six, ok bool) {
+// sock is what Connect needs to know of the socket a connect(2) is for.
+type sock struct {
+	// tcp: a TCP (or MPTCP) socket of the sandbox's namespace, of dst's
+	// family, neither connected nor listening, for which the kernel would
+	// try to reach dst: the policy decides.
+	tcp bool
+	// take: the fast path can carry it (tcp, and neither bound nor bound
+	// to a device; an IPv6 one not IPv6 only, since it reaches the relay,
+	// at an IPv4 address, by the v4-mapped form).
+	take bool
+	six  bool // an IPv6 socket
+}
+
+// socket says what fd is, for a connect to dst (as parseSockaddr gives
+// it). The address must be of the socket's family (4 bytes for an IPv4
+// socket, 16 for an IPv6 one, v4-mapped or not): the kernel refuses the
+// other. An MPTCP socket falls back to TCP against the relay.
+func (fp *fastPath) socket(fd int, dst netip.AddrPort) sock {
+	var s sock
 	domain, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
 	if err != nil || domain != unix.AF_INET && domain != unix.AF_INET6 {
-		return false, false
+		return s
 	}
-	for opt, want := range map[int]int{unix.SO_TYPE: unix.SOCK_STREAM,
-		unix.SO_PROTOCOL: unix.IPPROTO_TCP, unix.SO_ACCEPTCONN: 0, unix.SO_BINDTOIFINDEX: 0} {
-		if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt); err != nil || v != want {
-			return false, false
-		}
+	s.six = domain == unix.AF_INET6
+	if s.six != dst.Addr().Is6() {
+		return s
 	}
-	// With IP_BIND_ADDRESS_NO_PORT, the bind below would take no port,
-	// and the relay would not know the connection.
-	if v, err := unix.GetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT); err != nil || v != 0 && !noPort {
-		return false, false
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || v != unix.SOCK_STREAM {
+		return s
 	}
-	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		if sa.Port != 0 || sa.Addr != [4]byte{} {
-			return false, false
-		}
-	case *unix.SockaddrInet6:
-		if sa.Port != 0 || sa.Addr != [16]byte{} || sa.ZoneId != 0 {
-			return false, false
-		}
-	default: // an error, or another family
-		return false, false
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil || v != unix.IPPROTO_TCP && v != unix.IPPROTO_MPTCP {
+		return s
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN); err != nil || v != 0 {
+		return s
 	}
 	if _, err := unix.Getpeername(fd); !errors.Is(err, unix.ENOTCONN) {
-		return false, false
+		return s
 	}
 	// A socket from elsewhere (the host's namespace, passed in) would be
 	// connected to whatever listens at the relay's port there.
-	ino, err := netnsOf(fd)
-	return domain == unix.AF_INET6, err == nil && ino == fp.netns
+	if ino, err := netnsOf(fd); err != nil || ino != fp.netns {
+		return s
+	}
+	v6only := s.six && v6only(fd)
+	if v6only && dst.Addr().Is4In6() {
+		return s // the kernel's ENETUNREACH
+	}
+	s.tcp = true
+	if v6only {
+		return s
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX); err != nil || v != 0 {
+		return s
+	}
+	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		s.take = sa.Port == 0 && sa.Addr == [4]byte{}
+	case *unix.SockaddrInet6:
+		s.take = sa.Port == 0 && sa.Addr == [16]byte{} && sa.ZoneId == 0
+	}
+	return s
 }
 
 // v6only says whether IPv6 socket fd refuses IPv4 (IPV6_V6ONLY); an

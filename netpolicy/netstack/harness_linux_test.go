@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rootfs-dev/rootfs/internal/linux"
+	"github.com/rootfs-dev/rootfs/internal/seccomp"
 	"github.com/rootfs-dev/rootfs/netpolicy"
 )
 
@@ -483,6 +484,17 @@ type sandbox struct {
 	// first as rootfs's seccomp listener does, on a blocking or a
 	// non-blocking socket.
 	mode dialMode
+	// noBusy: runClient's listener lets the connects past its room run
+	// (as before Engine.SeccompBusy).
+	noBusy bool
+}
+
+// busy is the listener's answer to the connects past its room.
+func (sb *sandbox) busy() func(*seccomp.Call) seccomp.Answer {
+	if sb.noBusy {
+		return nil
+	}
+	return sb.eng.SeccompBusy
 }
 
 type dialMode int

@@ -1,12 +1,15 @@
 package netstack
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,8 +137,63 @@ func TestNoTUNRefusalsSaid(t *testing.T) {
 	if len(got) != 1 || got[0].Proto != "tcp" || !strings.HasPrefix(got[0].Dst, "192.168.77.1:80") || got[0].Decision.Hint == "" {
 		t.Errorf("refusals recorded: %+v, want one for 192.168.77.1:80 naming a flag", got)
 	}
-	if st := sb.eng.Stats(); st.Refused != 1 {
-		t.Errorf("%d refusals counted, want 1", st.Refused)
+	// A socket the fast path cannot take (bound first) is judged all
+	// the same: refused and said, not left to meet no route unsaid.
+	errno := inNS(t, sb.pid, func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
+			return err
+		}
+		errno, ok := sb.eng.Connect(fd, netip.MustParseAddrPort("169.254.169.254:80"))
+		if !ok {
+			return errors.New("let run")
+		}
+		return errno
+	})
+	if !errors.Is(errno, unix.ECONNREFUSED) {
+		t.Errorf("a bound socket to the metadata address without a device: %v, want ECONNREFUSED", errno)
+	}
+	if len(got) != 2 || !strings.HasPrefix(got[1].Dst, "169.254.169.254:80") {
+		t.Errorf("refusals recorded: %+v, want a second for 169.254.169.254:80", got)
+	}
+	if st := sb.eng.Stats(); st.Refused != 2 {
+		t.Errorf("%d refusals counted, want 2", st.Refused)
+	}
+}
+
+// TestDNSTCPIdleLeavesUDP: DNS connections that send nothing hold at
+// most maxDNSTCP places, so questions over UDP are still answered (they
+// shared maxDNS's 64 places, and 64 idle connections shut the resolver
+// off for the whole sandbox). Through the resolver on lo and through the
+// stack's.
+func TestDNSTCPIdleLeavesUDP(t *testing.T) {
+	for _, mode := range []dialMode{viaStack, viaNoTUN} {
+		sb := newSandboxMode(t, netpolicy.Options{}, mode)
+		err := inNS(t, sb.pid, func() error {
+			var conns []net.Conn
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			for range 70 {
+				c, err := net.DialTimeout("tcp4", Gateway.String()+":53", time.Second)
+				if err != nil {
+					break // refused past the stack's limit: fine
+				}
+				conns = append(conns, c)
+			}
+			time.Sleep(100 * time.Millisecond)
+			_, err := resolve("www.internet.test")
+			return err
+		})
+		if err != nil {
+			t.Errorf("%s: a question over UDP with 70 idle DNS connections open: %v", mode, err)
+		}
 	}
 }
 
@@ -194,4 +252,81 @@ func offerFast(sb *sandbox, fd int, dst netip.AddrPort) error {
 		sa = &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())}
 	}
 	return unix.Connect(fd, sa)
+}
+
+func init() { attacks["busy"] = busyConnects }
+
+// busyConnects makes 300 blocking connects to addr at once (black-holed
+// in the world: each holds one of the listener's 256 places for as long
+// as P1 dials), and counts the answers given within two seconds, by
+// errno.
+func busyConnects(addr string) map[string]string {
+	got := make(chan string, 300)
+	for range 300 {
+		go func() {
+			fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			got <- errName(unix.Connect(fd, sa4(addr)))
+		}()
+	}
+	counts := map[string]int{}
+	for deadline := time.After(2 * time.Second); ; {
+		select {
+		case e := <-got:
+			counts[e]++
+			continue
+		case <-deadline:
+		}
+		break
+	}
+	steps := map[string]string{}
+	for k, n := range counts {
+		steps[k] = strconv.Itoa(n)
+	}
+	return steps
+}
+
+// TestNoTUNListenerFull: past the 256 connects the listener answers at
+// once, a connect is refused as when the flows are all taken
+// (ECONNREFUSED, and said), where without a TUN it would meet no route
+// unsaid (the control: the same workload, the busy connects let run,
+// gets ENETUNREACH).
+func TestNoTUNListenerFull(t *testing.T) {
+	blackhole(t)
+	// P1 gives up on the black hole after 3 s (not 10), when the child
+	// has counted its answers, so each run ends sooner.
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return hostNSDial(ctx, network, addr)
+	}
+	var mu sync.Mutex
+	var busy int
+	sb := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: dial, Refused: func(r Refusal) {
+		if r.Decision.Reason == "too many connections at once" {
+			mu.Lock()
+			busy++
+			mu.Unlock()
+		}
+	}})
+	steps := runClient(t, sb, "busy", "203.0.113.77:80", 1, nil).Steps
+	logSteps(t, steps)
+	if steps["ENETUNREACH"] != "" || steps["ECONNREFUSED"] == "" {
+		t.Errorf("without a TUN, the connects past the listener's room: %v, want ECONNREFUSED and no ENETUNREACH", steps)
+	}
+	mu.Lock()
+	n := busy
+	mu.Unlock()
+	// Each refused connect was said (more may have been, after the
+	// child stopped counting).
+	if refused, _ := strconv.Atoi(steps["ECONNREFUSED"]); n < refused {
+		t.Errorf("%d refusals said, want at least %d", n, refused)
+	}
+	// The control: the listener lets them run (Busy nil).
+	ctl := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: dial})
+	ctl.noBusy = true
+	steps = runClient(t, ctl, "busy", "203.0.113.77:80", 1, nil).Steps
+	logSteps(t, steps)
+	if steps["ENETUNREACH"] == "" {
+		t.Errorf("control: with the busy connects let run, %v, want some ENETUNREACH", steps)
+	}
 }
