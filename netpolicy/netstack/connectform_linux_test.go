@@ -27,8 +27,8 @@ func rawConnect(fd int, b []byte, n uintptr) string {
 
 // connectForms: connect(2) calls to addr (an IPv4 address of the world)
 // that the kernel itself judges by their form: an IPv6 socket given a
-// sockaddr_in, an address longer than sockaddr_storage, and a socket
-// with IP_BIND_ADDRESS_NO_PORT. Each step's answer from the sandbox
+// sockaddr_in, an address longer than sockaddr_storage, a socket with
+// IP_BIND_ADDRESS_NO_PORT, and an MPTCP one. Each step's answer from the sandbox
 // should be the kernel's (runClient with no sandbox).
 func connectForms(addr string) map[string]string {
 	steps := map[string]string{}
@@ -78,6 +78,16 @@ func connectForms(addr string) map[string]string {
 		}
 		steps[name+" socket, IP_BIND_ADDRESS_NO_PORT"] = rawConnect(fd, b, n)
 		steps[name+" socket, IP_BIND_ADDRESS_NO_PORT, then"] = readLine(fd, "GET / HTTP/1.0\r\n\r\n")
+		unix.Close(fd)
+	}
+	// MPTCP (curl --mptcp), which falls back to TCP where the other end
+	// does not speak it.
+	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, unix.IPPROTO_MPTCP); err != nil {
+		steps["mptcp socket"] = errName(err)
+	} else {
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{Sec: 3})
+		steps["mptcp socket"] = rawConnect(fd, in4, 16)
+		steps["mptcp socket, then"] = readLine(fd, "GET / HTTP/1.0\r\n\r\n")
 		unix.Close(fd)
 	}
 	return steps
