@@ -44,6 +44,14 @@ const (
 	// nothing, or never read their answers, hold no more, and leave the
 	// questions over UDP their room.
 	maxDNSTCP = 16
+	// maxDNSFlows bounds the stack's DNS endpoints over UDP (one per
+	// client socket: glibc and Go open one per lookup), each one question
+	// of maxDNS's while it is answered, and ended dnsFlowIdle after its
+	// last question: a client asks again on the same socket within that
+	// (A and AAAA at once), or after its timeout (5 s), which a new
+	// endpoint takes.
+	maxDNSFlows = 256
+	dnsFlowIdle = 2 * time.Second
 	// peekMax and peekWait bound the look at a connection's first bytes.
 	peekMax  = 16 << 10
 	peekWait = 2 * time.Second
@@ -104,6 +112,7 @@ type Engine struct {
 	flows    chan struct{} // semaphore of MaxFlows
 	dnsSem   chan struct{}
 	dnsTCP   chan struct{} // semaphore of maxDNSTCP
+	dnsUDP   chan struct{} // semaphore of maxDNSFlows
 	nic      nic
 
 	ctx    context.Context
@@ -178,7 +187,7 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		o.Upstream = net.JoinHostPort(cfg.Servers[0], cfg.Port)
 	}
 	e := &Engine{pol: o.Policy, table: o.Table, log: o.Logger, ref: newRefusals(o.Logger, o.Refused), upstream: o.Upstream,
-		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), dnsTCP: make(chan struct{}, maxDNSTCP), nic: nic{tun: tun},
+		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), dnsTCP: make(chan struct{}, maxDNSTCP), dnsUDP: make(chan struct{}, maxDNSFlows), nic: nic{tun: tun},
 		relays: make(map[net.Conn]net.Conn), orphanWait: orphanWait}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if tun == nil {
@@ -572,18 +581,18 @@ func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
 	dst, port := addrOf(id.LocalAddress), id.LocalPort
 	if dst == Gateway && port == 53 {
 		select {
-		case e.dnsSem <- struct{}{}:
+		case e.dnsUDP <- struct{}{}:
 		default:
 			return true // busy: the client asks again
 		}
 		var wq waiter.Queue
 		ep, terr := r.CreateEndpoint(&wq)
 		if terr != nil {
-			<-e.dnsSem
+			<-e.dnsUDP
 			return true
 		}
 		go func() {
-			defer func() { <-e.dnsSem }()
+			defer func() { <-e.dnsUDP }()
 			e.serveDNS(gonet.NewUDPConn(&wq, ep))
 		}()
 		return true
@@ -640,12 +649,21 @@ func (e *Engine) serveDNS(c *gonet.UDPConn) {
 	defer c.Close()
 	b := make([]byte, 4096)
 	for {
-		_ = c.SetReadDeadline(time.Now().Add(dnsIdle))
+		_ = c.SetReadDeadline(time.Now().Add(dnsFlowIdle))
 		n, err := c.Read(b)
 		if err != nil {
 			return
 		}
-		if out := e.answer(b[:n], false); out != nil {
+		// Each question is one of maxDNS's while it is answered; beyond,
+		// dropped (the client asks again).
+		select {
+		case e.dnsSem <- struct{}{}:
+		default:
+			continue
+		}
+		out := e.answer(b[:n], false)
+		<-e.dnsSem
+		if out != nil {
 			_, _ = c.Write(out)
 		}
 	}

@@ -198,7 +198,7 @@ func (e *Engine) SeccompBusy(c *seccomp.Call) seccomp.Answer {
 		return run
 	}
 	defer unix.Close(dup)
-	if !fp.socket(dup, dst).tcp {
+	if !e.outside(dst) || !fp.socket(dup, dst).tcp {
 		return run
 	}
 	e.ref.refuse("tcp", dstString(dst.Addr().Unmap(), dst.Port(), nil), netpolicy.Decision{Reason: "too many connections at once"})
@@ -252,10 +252,7 @@ func parseSockaddr(sa []byte) (netip.AddrPort, bool) {
 func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bool) {
 	fp := e.fast.Load()
 	a := dst.Addr().Unmap()
-	// The sandbox's own addresses are its kernel's to connect, as its
-	// loopback is, with or without the TUN.
-	if fp == nil || e.ctx.Err() != nil || a == Gateway || a == SandboxAddr.Addr() || a == SandboxAddr6.Addr() ||
-		a.IsLoopback() || a.IsUnspecified() || a.IsMulticast() || dst.Port() == 0 || a.Is6() && !e.ipv6 {
+	if fp == nil || e.ctx.Err() != nil || !e.outside(dst) {
 		return 0, false
 	}
 	noStack := e.nic.stack == nil
@@ -347,6 +344,16 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	}
 }
 
+// outside says whether dst (as parseSockaddr gives it) is one Connect
+// may take or refuse: not the sandbox's own addresses, which are its
+// kernel's to connect, as its loopback is, with or without the TUN; nor a
+// form the kernel refuses itself.
+func (e *Engine) outside(dst netip.AddrPort) bool {
+	a := dst.Addr().Unmap()
+	return a != Gateway && a != SandboxAddr.Addr() && a != SandboxAddr6.Addr() && !a.IsLoopback() &&
+		!a.IsUnspecified() && !a.IsMulticast() && dst.Port() != 0 && (a.Is4() || e.ipv6)
+}
+
 // sock is what Connect needs to know of the socket a connect(2) is for.
 type sock struct {
 	// tcp: a TCP (or MPTCP) socket of the sandbox's namespace, of dst's
@@ -386,6 +393,15 @@ func (fp *fastPath) socket(fd int, dst netip.AddrPort) sock {
 	if _, err := unix.Getpeername(fd); !errors.Is(err, unix.ENOTCONN) {
 		return s
 	}
+	// getpeername says ENOTCONN of a connect in progress too (SYN_SENT,
+	// or deferred by TCP_FASTOPEN_CONNECT), and of one that failed
+	// unseen (closed, having sent: a non-blocking connect reset or timed
+	// out; disconnecting clears the count); the kernel answers both
+	// without trying dst (EALREADY, EISCONN; the pending error, and the
+	// socket is reset).
+	if ti, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO); err == nil && (ti.State != tcpClose || ti.Segs_out != 0) {
+		return s
+	}
 	// A socket from elsewhere (the host's namespace, passed in) would be
 	// connected to whatever listens at the relay's port there.
 	if ino, err := netnsOf(fd); err != nil || ino != fp.netns {
@@ -410,6 +426,10 @@ func (fp *fastPath) socket(fd int, dst netip.AddrPort) sock {
 	}
 	return s
 }
+
+// tcpClose is TCP_CLOSE, tcp_info's state of a socket neither connected,
+// connecting nor listening.
+const tcpClose = 7
 
 // v6only says whether IPv6 socket fd refuses IPv4 (IPV6_V6ONLY); an
 // error counts as yes.

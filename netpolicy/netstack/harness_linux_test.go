@@ -582,11 +582,11 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 			if err != nil {
 				return made{err: err}
 			}
-			l, err := net.ListenTCP("tcp4", (*net.TCPAddr)(gw))
+			l, err := listenPlainTCP((*net.TCPAddr)(gw))
 			if err != nil {
 				return made{err: err}
 			}
-			relay, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			relay, err := listenPlainTCP(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
 				return made{err: err}
 			}
@@ -603,7 +603,7 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 		if err := linux.ConfigureLink6(DeviceName, SandboxAddr6); err != nil {
 			return made{err: err}
 		}
-		relay, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		relay, err := listenPlainTCP(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
 			return made{err: err}
 		}
@@ -633,6 +633,20 @@ func newSandboxEngine(t testing.TB, o netpolicy.Options, mode dialMode, eo Optio
 	t.Cleanup(func() { eng.Close() })
 	sb.eng = eng
 	return sb
+}
+
+// listenPlainTCP listens for TCP at a, as P2's listenAt does: a plain
+// TCP socket. net.ListenTCP has listened with MPTCP since Go 1.24, and an
+// MPTCP client of such a relay stays MPTCP, where against rootfs's it
+// falls back to TCP.
+func listenPlainTCP(a *net.TCPAddr) (*net.TCPListener, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	l, err := lc.Listen(context.Background(), "tcp4", a.String())
+	if err != nil {
+		return nil, err
+	}
+	return l.(*net.TCPListener), nil
 }
 
 // hostNSDial is the engine's dial, from the host's namespace as in P1,
