@@ -1,7 +1,9 @@
 package netstack
 
-// Tests from the second outside review of the TUN-less network (commits
-// b09eddf..f47a83f).
+// The fast path and the resolver at their edges, most visible without a
+// TUN (where nothing else carries what they leave): sockets mid-connect,
+// MPTCP against the relay, DNS flows, a full listener. From the second
+// outside review of the TUN-less network.
 
 import (
 	"context"
@@ -77,12 +79,12 @@ func connecting(addr string) map[string]string {
 	return steps
 }
 
-// TestReviewConnectingAsTheKernel: without a TUN, a connect(2) to a
+// TestConnectingSocketAsTheKernel: without a TUN, a connect(2) to a
 // refused address on a socket whose connect is in progress, or failed,
 // is answered as the kernel answers it (EALREADY; the pending error,
 // after which the socket connects again), not with the fast path's own
 // ECONNREFUSED, which leaves the socket as it was.
-func TestReviewConnectingAsTheKernel(t *testing.T) {
+func TestConnectingSocketAsTheKernel(t *testing.T) {
 	sb := newSandboxMode(t, netpolicy.Options{}, viaNoTUN)
 	got := runClient(t, sb, "connecting", "192.168.77.1:80", 1, nil).Steps
 	want := runClient(t, nil, "connecting", "192.168.77.1:80", 1, nil).Steps
@@ -120,12 +122,12 @@ func mptcpState(addr string) map[string]string {
 	return steps
 }
 
-// TestReviewMPTCPAgainstTheRelay: the harness's relay listener is made by
+// TestMPTCPFallsBackAtTheRelay: the harness's relay listener is made by
 // net.ListenTCP, which since Go 1.24 listens with MPTCP; rootfs's (P2's
 // listenAt) is a plain TCP socket. The sandbox's MPTCP socket then stays
 // MPTCP against the harness's relay, and never falls back as c717ad9 and
 // f47a83f say it does in rootfs.
-func TestReviewMPTCPAgainstTheRelay(t *testing.T) {
+func TestMPTCPFallsBackAtTheRelay(t *testing.T) {
 	sb := newSandboxMode(t, netpolicy.Options{}, viaNoTUN)
 	got := runClient(t, sb, "mptcp-state", "203.0.113.1:80", 1, nil).Steps
 	logSteps(t, got)
@@ -134,13 +136,13 @@ func TestReviewMPTCPAgainstTheRelay(t *testing.T) {
 	}
 }
 
-// TestReviewDNSUDPFlowsHoldSlots: with the TUN, each DNS client flow
+// TestDNSFlowsLeaveRoom: with the TUN, each DNS client flow
 // over UDP (a source port: glibc and Go open a socket per lookup) holds
 // one of maxDNS's places until it idles (dnsIdle, 10 s), so 64 lookups
 // within 10 s leave the next one unanswered, over UDP and (since
 // c717ad9, which makes a TCP question wait for a place) over TCP too.
 // Without the TUN a datagram holds its place only while answered.
-func TestReviewDNSUDPFlowsHoldSlots(t *testing.T) {
+func TestDNSFlowsLeaveRoom(t *testing.T) {
 	for _, mode := range []dialMode{viaStack, viaNoTUN} {
 		sb := newSandboxMode(t, netpolicy.Options{}, mode)
 		type res struct {
@@ -201,11 +203,11 @@ func busyLocal(addr string) map[string]string {
 	return steps
 }
 
-// TestReviewBusyLeavesLocal: with the listener's 256 places taken,
+// TestListenerFullLeavesLocal: with the listener's 256 places taken,
 // SeccompBusy refuses connects that Connect itself never takes (the
 // sandbox's loopback, its resolver at Gateway:53), which the kernel
 // would connect.
-func TestReviewBusyLeavesLocal(t *testing.T) {
+func TestListenerFullLeavesLocal(t *testing.T) {
 	blackhole(t)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
