@@ -201,7 +201,14 @@ func (e *Engine) SeccompBusy(c *seccomp.Call) seccomp.Answer {
 	if !e.outside(dst) || !fp.socket(dup, dst).tcp {
 		return run
 	}
-	e.ref.refuse("tcp", dstString(dst.Addr().Unmap(), dst.Port(), nil), netpolicy.Decision{Reason: "too many connections at once"})
+	// The policy's reason where it refuses anyway (no waiting: a look-up).
+	a := dst.Addr().Unmap()
+	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
+	d := e.pol.Decide(q)
+	if d.Allow {
+		d = netpolicy.Decision{Reason: "too many connections at once"}
+	}
+	e.ref.refuse("tcp", dstString(a, dst.Port(), q.Names), d)
 	return seccomp.Answer{Errno: unix.ECONNREFUSED}
 }
 
