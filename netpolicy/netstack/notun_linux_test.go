@@ -39,55 +39,43 @@ func TestNoTUNNothingElseLeaves(t *testing.T) {
 			t.Errorf("negative control (with the device): %v", err)
 		}
 	})
-	t.Run("ipv6-only socket", func(t *testing.T) {
-		// An IPV6_V6ONLY socket cannot reach the relay (at an IPv4
-		// address): it is not the fast path's, and without a device meets
-		// no route. The world's IPv6 address, which the default policy
-		// allows.
-		dst := netip.MustParseAddrPort("[2001:db8:113::1]:80")
-		dial := func(sb *sandbox) error {
-			return inNS(t, sb.pid, func() error {
-				fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-				if err != nil {
-					return err
-				}
-				defer unix.Close(fd)
-				if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
-					return err
-				}
-				return offerFast(sb, fd, dst)
-			})
-		}
-		if err := dial(notun); !errors.Is(err, unix.ENETUNREACH) {
-			t.Errorf("an IPv6-only socket without a device: %v, want ENETUNREACH", err)
-		}
-		if err := dial(tun); err != nil {
-			t.Errorf("negative control (with the device): %v", err)
-		}
-	})
-	t.Run("bound socket", func(t *testing.T) {
-		// A socket bound before its connect is not the fast path's: it
-		// runs as made, and without a device has no route.
-		dial := func(sb *sandbox) error {
-			return inNS(t, sb.pid, func() error {
-				fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-				if err != nil {
-					return err
-				}
-				defer unix.Close(fd)
-				if err := unix.Bind(fd, &unix.SockaddrInet4{}); err != nil {
-					return err
-				}
-				return offerFast(sb, fd, netip.MustParseAddrPort("203.0.113.1:80"))
-			})
-		}
-		if err := dial(notun); !errors.Is(err, unix.ENETUNREACH) {
-			t.Errorf("a bound socket without a device: %v, want ENETUNREACH", err)
-		}
-		if err := dial(tun); err != nil {
-			t.Errorf("negative control (with the device): %v", err)
-		}
-	})
+	// A socket the fast path cannot take runs as made, and without a
+	// device has no route; with one, the stack carries it.
+	for _, c := range []struct {
+		name   string
+		family int
+		prep   func(fd int) error
+		dst    string
+	}{
+		// It reaches the relay, at an IPv4 address, only by the v4-mapped
+		// form. The world's IPv6 address, which the default policy allows.
+		{"ipv6-only socket", unix.AF_INET6, func(fd int) error {
+			return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		}, "[2001:db8:113::1]:80"},
+		{"bound socket", unix.AF_INET, func(fd int) error { return unix.Bind(fd, &unix.SockaddrInet4{}) }, "203.0.113.1:80"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dial := func(sb *sandbox) error {
+				return inNS(t, sb.pid, func() error {
+					fd, err := unix.Socket(c.family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+					if err != nil {
+						return err
+					}
+					defer unix.Close(fd)
+					if err := c.prep(fd); err != nil {
+						return err
+					}
+					return offerFast(sb, fd, netip.MustParseAddrPort(c.dst))
+				})
+			}
+			if err := dial(notun); !errors.Is(err, unix.ENETUNREACH) {
+				t.Errorf("without a device: %v, want ENETUNREACH", err)
+			}
+			if err := dial(tun); err != nil {
+				t.Errorf("negative control (with the device): %v", err)
+			}
+		})
+	}
 }
 
 // TestOwnAddress: a connection to the sandbox's own address, as a
@@ -256,6 +244,14 @@ func offerFast(sb *sandbox, fd int, dst netip.AddrPort) error {
 
 func init() { attacks["busy"] = busyConnects }
 
+// shortDial is hostNSDial giving up after 3 s (not 10): on the black
+// hole, when busyConnects has counted its answers, so a run ends sooner.
+func shortDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	return hostNSDial(ctx, network, addr)
+}
+
 // busyConnects makes 300 blocking connects to addr at once (black-holed
 // in the world: each holds one of the listener's 256 places for as long
 // as P1 dials), and counts the answers given within two seconds, by
@@ -292,16 +288,9 @@ func busyConnects(addr string) map[string]string {
 // gets ENETUNREACH).
 func TestNoTUNListenerFull(t *testing.T) {
 	blackhole(t)
-	// P1 gives up on the black hole after 3 s (not 10), when the child
-	// has counted its answers, so each run ends sooner.
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		return hostNSDial(ctx, network, addr)
-	}
 	var mu sync.Mutex
 	var busy int
-	sb := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: dial, Refused: func(r Refusal) {
+	sb := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: shortDial, Refused: func(r Refusal) {
 		if r.Decision.Reason == "too many connections at once" {
 			mu.Lock()
 			busy++
@@ -322,7 +311,7 @@ func TestNoTUNListenerFull(t *testing.T) {
 		t.Errorf("%d refusals said, want at least %d", n, refused)
 	}
 	// The control: the listener lets them run (Busy nil).
-	ctl := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: dial})
+	ctl := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: shortDial})
 	ctl.noBusy = true
 	steps = runClient(t, ctl, "busy", "203.0.113.77:80", 1, nil).Steps
 	logSteps(t, steps)

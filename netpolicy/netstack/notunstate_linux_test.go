@@ -6,8 +6,6 @@ package netstack
 // outside review of the TUN-less network.
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -85,16 +83,7 @@ func connecting(addr string) map[string]string {
 // after which the socket connects again), not with the fast path's own
 // ECONNREFUSED, which leaves the socket as it was.
 func TestConnectingSocketAsTheKernel(t *testing.T) {
-	sb := newSandboxMode(t, netpolicy.Options{}, viaNoTUN)
-	got := runClient(t, sb, "connecting", "192.168.77.1:80", 1, nil).Steps
-	want := runClient(t, nil, "connecting", "192.168.77.1:80", 1, nil).Steps
-	for k, w := range want {
-		if g := got[k]; g != w {
-			t.Errorf("%s: %s in the sandbox, %s from the kernel", k, g, w)
-		} else {
-			t.Logf("%s: %s (kernel: %s)", k, g, w)
-		}
-	}
+	asTheKernel(t, newSandboxMode(t, netpolicy.Options{}, viaNoTUN), "connecting", "192.168.77.1:80")
 }
 
 // mptcpState: an MPTCP socket connected to addr (as curl --mptcp): is it
@@ -209,12 +198,7 @@ func busyLocal(addr string) map[string]string {
 // would connect.
 func TestListenerFullLeavesLocal(t *testing.T) {
 	blackhole(t)
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		return hostNSDial(ctx, network, addr)
-	}
-	sb := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: dial})
+	sb := newSandboxEngine(t, netpolicy.Options{}, viaNoTUN, Options{Dial: shortDial})
 	got := runClient(t, sb, "busy-local", "203.0.113.77:80", 1, nil).Steps
 	logSteps(t, got)
 	for k, v := range got {
