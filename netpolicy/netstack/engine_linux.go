@@ -118,11 +118,12 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	once   sync.Once
-	// mu guards listeners and relays.
-	mu        sync.Mutex
-	listeners []net.Listener
-	closers   []io.Closer              // other sockets Close closes (ServeDNS's)
-	fast      atomic.Pointer[fastPath] // ServeRelay's
+	// mu guards closers and relays.
+	mu sync.Mutex
+	// closers are the listeners and sockets the engine serves, which
+	// Close closes first.
+	closers []io.Closer
+	fast    atomic.Pointer[fastPath] // ServeRelay's
 	// relays are the connections being relayed, by their sandbox side,
 	// for Close to end; nil once closed.
 	relays map[net.Conn]net.Conn
@@ -246,9 +247,6 @@ func (e *Engine) Close() error {
 	e.once.Do(func() {
 		e.cancel()
 		e.mu.Lock()
-		for _, l := range e.listeners {
-			l.Close()
-		}
 		for _, c := range e.closers {
 			c.Close()
 		}
@@ -712,37 +710,26 @@ func (e *Engine) serveDNSTCP(c net.Conn) {
 // connections, a connection is closed.
 func (e *Engine) ServeDNS(u *net.UDPConn, l *net.TCPListener) {
 	e.mu.Lock()
-	e.listeners = append(e.listeners, l)
-	e.closers = append(e.closers, u)
+	e.closers = append(e.closers, l, u)
 	e.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) || e.ctx.Err() != nil {
-					return
-				}
-				time.Sleep(10 * time.Millisecond) // out of descriptors: let some close
-				continue
-			}
-			select {
-			case e.dnsTCP <- struct{}{}:
-				go func() {
-					defer func() { <-e.dnsTCP }()
-					// Close ends it too, as the stack's Destroy does the
-					// stack's.
-					stop := context.AfterFunc(e.ctx, func() { c.Close() })
-					defer stop()
-					e.serveDNSTCP(c)
-				}()
-			default:
-				c.Close()
-			}
+	go e.acceptEach(l, "dns", func(c net.Conn) {
+		select {
+		case e.dnsTCP <- struct{}{}:
+			go func() {
+				defer func() { <-e.dnsTCP }()
+				// Close ends it too, as the stack's Destroy does the
+				// stack's.
+				stop := context.AfterFunc(e.ctx, func() { c.Close() })
+				defer stop()
+				e.serveDNSTCP(c)
+			}()
+		default:
+			c.Close()
 		}
-	}()
+	})
 	go func() {
+		b := make([]byte, 4096)
 		for {
-			b := make([]byte, 4096)
 			n, from, err := u.ReadFromUDPAddrPort(b)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) || e.ctx.Err() != nil {
@@ -752,16 +739,36 @@ func (e *Engine) ServeDNS(u *net.UDPConn, l *net.TCPListener) {
 			}
 			select {
 			case e.dnsSem <- struct{}{}:
-				go func() {
+				go func(q []byte) {
 					defer func() { <-e.dnsSem }()
-					if out := e.answer(b[:n], false); out != nil {
+					if out := e.answer(q, false); out != nil {
 						_, _ = u.WriteToUDPAddrPort(out, from)
 					}
-				}()
+				}(b[:n])
+				b = make([]byte, 4096) // that one is the question's now
 			default: // busy: the client asks again
 			}
 		}
 	}()
+}
+
+// acceptEach hands each connection l accepts to handle, in the accepting
+// goroutine, until l is closed or the engine is; what names l in the
+// debug line of an accept that failed otherwise (out of descriptors:
+// after a pause, to let some close, it accepts again).
+func (e *Engine) acceptEach(l net.Listener, what string, handle func(net.Conn)) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || e.ctx.Err() != nil {
+				return
+			}
+			e.log.Debug("network: "+what+" accept", zap.Error(err))
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		handle(c)
+	}
 }
 
 // answer is the answer to one DNS query message, nil to drop it; over
@@ -983,7 +990,7 @@ func containsAddr(list []netip.Addr, a netip.Addr) bool {
 // at once; Close stops it.
 func (e *Engine) ServeLocal(l net.Listener, port uint16) {
 	e.mu.Lock()
-	e.listeners = append(e.listeners, l)
+	e.closers = append(e.closers, l)
 	e.mu.Unlock()
 	go func() {
 		for {

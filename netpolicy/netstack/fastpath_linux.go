@@ -109,7 +109,7 @@ func (e *Engine) ServeRelay(l *net.TCPListener) error {
 	fp.addr.Port = a.Port
 	copy(fp.addr.Addr[:], a.IP.To4())
 	e.mu.Lock()
-	e.listeners = append(e.listeners, l)
+	e.closers = append(e.closers, l)
 	e.mu.Unlock()
 	e.fast.Store(fp)
 	go e.acceptFast(fp)
@@ -498,16 +498,8 @@ func (e *Engine) drop(f *fastFlow) {
 
 // acceptFast serves the relay listener until it is closed.
 func (e *Engine) acceptFast(fp *fastPath) {
-	for {
-		c, err := fp.l.AcceptTCP()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || e.ctx.Err() != nil {
-				return
-			}
-			e.log.Debug("network: relay accept", zap.Error(err))
-			time.Sleep(10 * time.Millisecond) // out of descriptors: let some close
-			continue
-		}
+	e.acceptEach(fp.l, "relay", func(nc net.Conn) {
+		c := nc.(*net.TCPConn) // a TCPListener's
 		var f *fastFlow
 		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 			f = fp.take(a.Port)
@@ -517,11 +509,11 @@ func (e *Engine) acceptFast(fp *fastPath) {
 			// itself.
 			_ = c.SetLinger(0)
 			c.Close()
-			continue
+			return
 		}
 		f.t.Stop()
 		go e.serveFast(c, f)
-	}
+	})
 }
 
 // serveFast relays one connection of the fast path.
