@@ -60,6 +60,10 @@ const (
 	dnsIdle = 10 * time.Second
 )
 
+// tooMany is the refusal of a connection when the flows (MaxFlows), or
+// the places of connects being answered, are all taken.
+var tooMany = netpolicy.Decision{Reason: "too many connections at once"}
+
 // Options configure an Engine. Zero values mean the defaults documented.
 type Options struct {
 	// Policy decides; nil is the default policy.
@@ -412,7 +416,7 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 	}
 	if !e.acquire() {
 		r.Complete(true)
-		e.ref.refuse("tcp", dstString(dst, port, nil), netpolicy.Decision{Reason: "too many connections at once"})
+		e.ref.refuse("tcp", dstString(dst, port, nil), tooMany)
 		return
 	}
 	names := e.table.Names(dst)

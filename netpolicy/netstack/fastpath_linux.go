@@ -202,13 +202,12 @@ func (e *Engine) SeccompBusy(c *seccomp.Call) seccomp.Answer {
 		return run
 	}
 	// The policy's reason where it refuses anyway (no waiting: a look-up).
-	a := dst.Addr().Unmap()
-	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
+	q := e.query(dst)
 	d := e.pol.Decide(q)
 	if d.Allow {
-		d = netpolicy.Decision{Reason: "too many connections at once"}
+		d = tooMany
 	}
-	e.ref.refuse("tcp", dstString(a, dst.Port(), q.Names), d)
+	e.ref.refuse("tcp", dstString(q.Addr, q.Port, q.Names), d)
 	return seccomp.Answer{Errno: unix.ECONNREFUSED}
 }
 
@@ -258,7 +257,6 @@ func parseSockaddr(sa []byte) (netip.AddrPort, bool) {
 // call's answer.
 func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bool) {
 	fp := e.fast.Load()
-	a := dst.Addr().Unmap()
 	if fp == nil || e.ctx.Err() != nil || !e.outside(dst) {
 		return 0, false
 	}
@@ -267,13 +265,13 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	if !sk.tcp {
 		return 0, false // the kernel answers it as it would anyway
 	}
-	q := netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
+	q := e.query(dst)
 	if d := e.pol.Decide(q); !d.Allow {
 		if noStack {
 			// Refused here as the stack would (a reset: ECONNREFUSED), and
 			// said so, whether or not the fast path could have taken the
 			// socket; let run, the call would meet no route.
-			e.ref.refuse("tcp", dstString(a, dst.Port(), q.Names), d)
+			e.ref.refuse("tcp", dstString(q.Addr, q.Port, q.Names), d)
 			return unix.ECONNREFUSED, true
 		}
 		return 0, false // the stack refuses it, and says so
@@ -284,7 +282,7 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	six := sk.six
 	if !e.acquire() {
 		if noStack {
-			e.ref.refuse("tcp", dstString(a, dst.Port(), nil), netpolicy.Decision{Reason: "too many connections at once"})
+			e.ref.refuse("tcp", dstString(q.Addr, q.Port, nil), tooMany)
 			return unix.ECONNREFUSED, true
 		}
 		return 0, false
@@ -349,6 +347,13 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		}
 		return en, true
 	}
+}
+
+// query is the policy's question for a TCP connect to dst (as
+// parseSockaddr gives it), with the names that resolved to its address.
+func (e *Engine) query(dst netip.AddrPort) netpolicy.Query {
+	a := dst.Addr().Unmap()
+	return netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
 }
 
 // outside says whether dst (as parseSockaddr gives it) is one Connect
