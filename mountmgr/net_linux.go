@@ -156,14 +156,11 @@ func setupLoopbackNet(n *NetSpec, sock int, tunErr error) (bool, error) {
 		v6 := n.Addr6.IsValid() && linux.AddLoopbackAddr(n.Addr6.Addr()) == nil
 		return netHandover{Err: why, Loopback: true, Ports: ports, IPv6: v6}, nil
 	}()
+	send := fds // the deferred close closes P2's copies either way
 	if err != nil {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		fds = nil
-		h = netHandover{Err: why + "; and the resolver on lo: " + err.Error()}
+		send, h = nil, netHandover{Err: why + "; and the resolver on lo: " + err.Error()}
 	}
-	if err := sendHandover(sock, h, fds...); err != nil {
+	if err := sendHandover(sock, h, send...); err != nil {
 		return false, fmt.Errorf("network: %w", err)
 	}
 	return h.Loopback, nil

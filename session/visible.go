@@ -99,14 +99,15 @@ func (v *visibility) serve(spec *mountmgr.Spec, o *Options, strict bool) {
 	switch {
 	case spec.NoNetwork:
 		info.Network = "none (loopback only)"
-	case spec.Net != nil && v.tcpOnly && spec.Net.Addr6.IsValid():
-		info.Network = netDescription(o.Sandbox.Net) + "; TCP and DNS only (no /dev/net/tun), IPv4 and IPv6"
-	case spec.Net != nil && v.tcpOnly:
-		info.Network = netDescription(o.Sandbox.Net) + "; TCP and DNS only (no /dev/net/tun), IPv4 only"
-	case spec.Net != nil && spec.Net.Addr6.IsValid():
-		info.Network = netDescription(o.Sandbox.Net) + "; IPv4 and IPv6"
 	case spec.Net != nil:
-		info.Network = netDescription(o.Sandbox.Net) + "; IPv4 only"
+		families := "IPv4 only"
+		if spec.Net.Addr6.IsValid() {
+			families = "IPv4 and IPv6"
+		}
+		if v.tcpOnly {
+			families = "TCP and DNS only (no /dev/net/tun), " + families
+		}
+		info.Network = netDescription(o.Sandbox.Net) + "; " + families
 	}
 	info.Runtime = append(info.Runtime, spec.RuntimeDirs...)
 	if spec.RuntimeDirs == nil {
