@@ -257,13 +257,7 @@ func shortDial(ctx context.Context, network, addr string) (net.Conn, error) {
 // as P1 dials), and counts the answers given within two seconds, by
 // errno.
 func busyConnects(addr string) map[string]string {
-	got := make(chan string, 300)
-	for range 300 {
-		go func() {
-			fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-			got <- errName(unix.Connect(fd, sa4(addr)))
-		}()
-	}
+	got := connectMany(addr, 300)
 	counts := map[string]int{}
 	for deadline := time.After(2 * time.Second); ; {
 		select {
@@ -279,6 +273,19 @@ func busyConnects(addr string) map[string]string {
 		steps[k] = strconv.Itoa(n)
 	}
 	return steps
+}
+
+// connectMany makes n blocking connects to addr at once, each from a
+// goroutine of its own, and gives each answer as it comes.
+func connectMany(addr string, n int) <-chan string {
+	got := make(chan string, n)
+	for range n {
+		go func() {
+			fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			got <- errName(unix.Connect(fd, sa4(addr)))
+		}()
+	}
+	return got
 }
 
 // TestNoTUNListenerFull: past the 256 connects the listener answers at

@@ -31,12 +31,8 @@ func init() {
 // of the namespace's own loopback.
 func connecting(addr string) map[string]string {
 	steps := map[string]string{}
-	lfd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	lfd, local := loopbackListener(0)
 	defer unix.Close(lfd)
-	unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
-	unix.Listen(lfd, 0)
-	lsa, _ := unix.Getsockname(lfd)
-	local := lsa.(*unix.SockaddrInet4)
 	nb := func() int {
 		fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 		return fd
@@ -170,17 +166,9 @@ func init() { attacks["busy-local"] = busyLocal }
 // and to the resolver over TCP (Gateway:53).
 func busyLocal(addr string) map[string]string {
 	steps := map[string]string{}
-	lfd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	lfd, lsa := loopbackListener(16)
 	defer unix.Close(lfd)
-	unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
-	unix.Listen(lfd, 16)
-	lsa, _ := unix.Getsockname(lfd)
-	for range 300 {
-		go func() {
-			fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-			unix.Connect(fd, sa4(addr))
-		}()
-	}
+	connectMany(addr, 300)
 	time.Sleep(500 * time.Millisecond)
 	try := func(sa unix.Sockaddr) string {
 		fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -190,6 +178,17 @@ func busyLocal(addr string) map[string]string {
 	steps["loopback listener"] = try(lsa)
 	steps["resolver over TCP"] = try(&unix.SockaddrInet4{Port: 53, Addr: Gateway.As4()})
 	return steps
+}
+
+// loopbackListener listens on 127.0.0.1, any port, with backlog, and
+// returns the socket and its address.
+func loopbackListener(backlog int) (int, *unix.SockaddrInet4) {
+	fd, _ := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
+	unix.Listen(fd, backlog)
+	sa, _ := unix.Getsockname(fd)
+	in4, _ := sa.(*unix.SockaddrInet4)
+	return fd, in4
 }
 
 // TestListenerFullLeavesLocal: with the listener's 256 places taken,
