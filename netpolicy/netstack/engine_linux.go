@@ -996,37 +996,28 @@ func (e *Engine) ServeLocal(l net.Listener, port uint16) {
 	e.mu.Lock()
 	e.closers = append(e.closers, l)
 	e.mu.Unlock()
-	go func() {
-		for {
-			c, err := l.Accept()
+	go e.acceptEach(l, "local", func(c net.Conn) {
+		if !e.acquire() {
+			c.Close()
+			return
+		}
+		e.n.local.Add(1)
+		go func() {
+			defer e.release()
+			defer c.Close()
+			target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
+			up, err := e.dial(e.ctx, "tcp", target)
 			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					e.log.Debug("network: local accept", zap.Error(err))
-				}
+				up, err = e.dial(e.ctx, "tcp", net.JoinHostPort("::1", strconv.Itoa(int(port))))
+			}
+			if err != nil {
+				e.log.Debug("network: localhost port", zap.Uint16("port", port), zap.Error(err))
 				return
 			}
-			if !e.acquire() {
-				c.Close()
-				continue
-			}
-			e.n.local.Add(1)
-			go func() {
-				defer e.release()
-				defer c.Close()
-				target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port)))
-				up, err := e.dial(e.ctx, "tcp", target)
-				if err != nil {
-					up, err = e.dial(e.ctx, "tcp", net.JoinHostPort("::1", strconv.Itoa(int(port))))
-				}
-				if err != nil {
-					e.log.Debug("network: localhost port", zap.Uint16("port", port), zap.Error(err))
-					return
-				}
-				defer up.Close()
-				spliceNoFirst(c, up)
-			}()
-		}
-	}()
+			defer up.Close()
+			spliceNoFirst(c, up)
+		}()
+	})
 }
 
 func spliceNoFirst(c, up net.Conn) {

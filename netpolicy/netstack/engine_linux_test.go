@@ -1,11 +1,13 @@
 package netstack
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,5 +225,69 @@ func TestDNSOverTCP(t *testing.T) {
 	})
 	if g.err != nil || !g.udpTC || g.tcpN != 60 {
 		t.Errorf("big answer: %+v; want truncated over UDP, 60 records over TCP", g)
+	}
+}
+
+// failFirstAccept is a listener whose first Accept fails as accept(2)
+// does when the process is out of descriptors.
+type failFirstAccept struct {
+	net.Listener
+	failed bool
+}
+
+func (l *failFirstAccept) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeLocalOutlivesAcceptError: a --allow-net localhost:PORT
+// listener that fails one accept (out of descriptors for a moment) keeps
+// serving, as the relay and the resolver do. The sandbox's side listens
+// at 127.0.0.2:PORT here, the host's service at 127.0.0.1:PORT.
+// Negative control: before, ServeLocal returned on any accept error and
+// the port stayed dead for the session.
+func TestServeLocalOutlivesAcceptError(t *testing.T) {
+	setupWorld(t) // this process's own namespace, lo up
+	svc, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	go func() {
+		for {
+			c, err := svc.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); fmt.Fprintln(c, "db") }()
+		}
+	}()
+	port := svc.Addr().(*net.TCPAddr).Port
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := netpolicy.New(netpolicy.Options{Allow: []string{fmt.Sprintf("localhost:%d", port)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := New(nil, Options{Policy: pol, Logger: testLogger(t), Upstream: "127.0.0.1:53"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	eng.ServeLocal(&failFirstAccept{Listener: l}, uint16(port))
+	c, err := net.DialTimeout("tcp", l.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if line != "db\n" {
+		t.Fatalf("after a failed accept, the local port answered %q, %v; want the host's service", line, err)
 	}
 }
