@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -353,4 +355,86 @@ func checkFast(b *testing.B, sb *sandbox, before int64, n int) {
 	if got := sb.eng.Stats().TCPFast - before; got != int64(n) {
 		b.Fatalf("%d of %d connections took the fast path", got, n)
 	}
+}
+
+// BenchmarkFastLink: the 1 GiB transfers of BenchmarkFast over a link of
+// a given rate (ROOTFS_BENCH_LINK, comma-separated tc rates; default
+// 1gbit and 10gbit), a token bucket on both ends of the veth between
+// the host and the world, host against fast path in the same run. It
+// says at which link speeds the fast path's CPU-bound ceiling (the
+// unshaped rows of BenchmarkFast) stops mattering.
+func BenchmarkFastLink(b *testing.B) {
+	sb := setupBench(b)
+	w := setupWorld(b)
+	rates := strings.Split(cmp.Or(os.Getenv("ROOTFS_BENCH_LINK"), "1gbit,10gbit"), ",")
+	for _, rate := range rates {
+		b.Run(rate, func(b *testing.B) {
+			shapeLink(b, w, rate)
+			for _, c := range []struct {
+				name string
+				sb   *sandbox
+			}{{"host", nil}, {"fast", sb}} {
+				for _, op := range []struct{ name, port string }{{"Download", "7001"}, {"Upload", "7002"}} {
+					b.Run(op.name+"/"+c.name, func(b *testing.B) {
+						before := fastCount(c.sb)
+						r := runClient(b, c.sb, strings.ToLower(op.name), "203.0.113.1:"+op.port, b.N, nil)
+						b.ReportMetric(float64(benchBytes)*float64(b.N)/r.Elapsed.Seconds()/1e6, "MB/s")
+						checkFast(b, c.sb, before, b.N)
+					})
+				}
+			}
+		})
+	}
+}
+
+// shapeLink limits both directions of the host's veth to the world to
+// rate (a tc rate, as "1gbit") until b ends: a token bucket on each
+// end's egress, with a burst of 4 ms at that rate (at least 64 KiB, one
+// GSO packet) and 20 ms of queue.
+func shapeLink(b *testing.B, w *world, rate string) {
+	bits, err := parseTCRate(rate)
+	if err != nil {
+		b.Fatal(err)
+	}
+	burst := strconv.FormatUint(max(bits/8/250, 64<<10), 10)
+	tbf := []string{"qdisc", "replace", "dev", "", "root", "tbf", "rate", rate, "burst", burst, "latency", "20ms"}
+	for _, dev := range []struct {
+		name string
+		ns   []string
+	}{{"h0", nil}, {"w0", []string{"nsenter", "-t", strconv.Itoa(w.pid), "-n"}}} {
+		args := slices.Clone(tbf)
+		args[3] = dev.name
+		cmd := append(slices.Clone(dev.ns), append([]string{"tc"}, args...)...)
+		run(b, cmd[0], cmd[1:]...)
+		b.Cleanup(func() {
+			del := append(slices.Clone(dev.ns), "tc", "qdisc", "del", "dev", dev.name, "root")
+			run(b, del[0], del[1:]...)
+		})
+	}
+}
+
+// parseTCRate reads a tc rate of bits per second: a number with an
+// optional k, m or g before "bit".
+func parseTCRate(s string) (uint64, error) {
+	num, ok := strings.CutSuffix(s, "bit")
+	if !ok {
+		return 0, fmt.Errorf("link rate %q: want a tc rate such as 1gbit", s)
+	}
+	mul := uint64(1)
+	switch num[len(num)-1:] {
+	case "k":
+		mul = 1e3
+	case "m":
+		mul = 1e6
+	case "g":
+		mul = 1e9
+	}
+	if mul > 1 {
+		num = num[:len(num)-1]
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("link rate %q: want a tc rate such as 1gbit", s)
+	}
+	return n * mul, nil
 }
