@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"crypto/tls"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -76,8 +77,9 @@ func FuzzServerName(f *testing.F) {
 func TestRefusalsRateLimited(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	r := newRefusals(zap.New(core), nil)
-	for range 1000 {
-		r.refuse("tcp", "192.168.1.1:80", netpolicy.Decision{Reason: "private address (RFC 1918)", Hint: "--allow-net 192.168.1.1:80"})
+	for i := range 1000 {
+		dst := fmt.Sprintf("192.168.%d.%d:80", i/250, i%250)
+		r.refuse("tcp", dst, netpolicy.Decision{Reason: "private address (RFC 1918)", Hint: "--allow-net " + dst})
 	}
 	if n := logs.Len(); n < refusalBurst || n > refusalBurst+5 {
 		t.Errorf("%d lines for 1000 refusals at once, want about %d", n, refusalBurst)
@@ -95,5 +97,57 @@ func TestRefusalsRateLimited(t *testing.T) {
 	fields := last.ContextMap()
 	if fields["allow_with"] != "--allow-net 203.0.113.1:443" || fields["not_shown"] == nil || !strings.Contains(line, "203.0.113.1:443") {
 		t.Errorf("line after the burst: %v", fields)
+	}
+}
+
+// TestRefusalRepeatsFolded: the same refusal again within refusalRepeat
+// (a name's A and AAAA questions, a client retrying) gets no line of its
+// own; the next line shown counts it, and after refusalRepeat it is shown
+// again. Every refusal still reaches the hook (the audit log). Negative
+// control: a different destination at the same moment is shown.
+func TestRefusalRepeatsFolded(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	var hooked int
+	r := newRefusals(zap.New(core), func(Refusal) { hooked++ })
+	now := time.Unix(1e9, 0)
+	r.now = func() time.Time { return now }
+	d := netpolicy.Decision{Reason: "resolves only to refused addresses", Hint: "--allow-net lan.test"}
+	for range 2 { // A, then AAAA
+		r.refuse("dns", "lan.test", d)
+	}
+	for range 10 { // retries, 100 ms apart
+		now = now.Add(100 * time.Millisecond)
+		r.refuse("tcp", "10.0.0.5:5432", netpolicy.Decision{Reason: "private address (RFC 1918)"})
+	}
+	if n := logs.Len(); n != 2 {
+		t.Fatalf("%d lines for one name and one destination refused again and again, want 2", n)
+	}
+	r.refuse("dns", "other.test", d)
+	if n := logs.Len(); n != 3 {
+		t.Fatalf("control: a different name got no line of its own (%d lines)", n)
+	}
+	if other := logs.All()[2].ContextMap(); other["not_shown"] != int64(9) {
+		t.Errorf("the next line shown %v, want not_shown 9 (the retries; the AAAA was counted by the first retry's line)", other)
+	}
+	now = now.Add(refusalRepeat)
+	r.refuse("dns", "lan.test", d)
+	last := logs.All()[logs.Len()-1].ContextMap()
+	if logs.Len() != 4 || last["dst"] != "lan.test" || last["refused"] != int64(14) {
+		t.Errorf("after refusalRepeat: %d lines, the last %v; want lan.test again, refused 14", logs.Len(), last)
+	}
+	if hooked != 14 {
+		t.Errorf("the hook got %d refusals, want all 14", hooked)
+	}
+}
+
+// TestRefusalsRememberedBounded: the refusals remembered for folding
+// repeats stay at most refusalRecent, however many destinations.
+func TestRefusalsRememberedBounded(t *testing.T) {
+	r := newRefusals(zap.NewNop(), nil)
+	for i := range 10 * refusalRecent {
+		r.refuse("tcp", fmt.Sprintf("10.0.%d.%d:80", i/250, i%250), netpolicy.Decision{})
+		if len(r.shown) > refusalRecent {
+			t.Fatalf("%d refusals remembered, want at most %d", len(r.shown), refusalRecent)
+		}
 	}
 }

@@ -11,11 +11,17 @@ import (
 )
 
 // Refusal lines: at most refusalBurst at once, then one every
-// refusalEvery; the lines not shown are counted and the next line says
-// how many.
+// refusalEvery; a refusal the same as one shown within refusalRepeat
+// (the A and AAAA questions for one name, a client's retries) gets no
+// line of its own. The lines not shown are counted and the next line
+// says how many.
 const (
-	refusalBurst = 20
-	refusalEvery = 200 * time.Millisecond
+	refusalBurst  = 20
+	refusalEvery  = 200 * time.Millisecond
+	refusalRepeat = 5 * time.Second
+	// refusalRecent bounds the refusals remembered for refusalRepeat;
+	// past it the oldest are forgotten, and a repeat may be shown again.
+	refusalRecent = 256
 )
 
 // Refusal is one connection, datagram or DNS name the policy refused.
@@ -31,15 +37,37 @@ type refusals struct {
 	log   *zap.Logger
 	hook  func(Refusal)
 	total atomic.Int64
+	now   func() time.Time
 	// mu guards the fields that follow.
 	mu      sync.Mutex
 	tokens  float64
 	last    time.Time
 	dropped int64
+	shown   map[Refusal]time.Time // lines shown within refusalRepeat
 }
 
 func newRefusals(log *zap.Logger, hook func(Refusal)) *refusals {
-	return &refusals{log: log, hook: hook, tokens: refusalBurst}
+	return &refusals{log: log, hook: hook, tokens: refusalBurst, now: time.Now, shown: map[Refusal]time.Time{}}
+}
+
+// repeatLocked says whether k was shown within refusalRepeat of now; if
+// not, it remembers k as shown now. r.mu is held.
+func (r *refusals) repeatLocked(k Refusal, now time.Time) bool {
+	if at, ok := r.shown[k]; ok && now.Sub(at) < refusalRepeat {
+		return true
+	}
+	if len(r.shown) >= refusalRecent {
+		for old, at := range r.shown {
+			if now.Sub(at) >= refusalRepeat {
+				delete(r.shown, old)
+			}
+		}
+		if len(r.shown) >= refusalRecent {
+			clear(r.shown)
+		}
+	}
+	r.shown[k] = now
+	return false
 }
 
 // refuse records one refusal of what (a "tcp", "udp" or "dns" dst).
@@ -49,10 +77,10 @@ func (r *refusals) refuse(proto, dst string, d netpolicy.Decision) {
 		r.hook(Refusal{Proto: proto, Dst: dst, Decision: d})
 	}
 	r.mu.Lock()
-	now := time.Now()
+	now := r.now()
 	r.tokens = min(refusalBurst, r.tokens+float64(now.Sub(r.last))/float64(refusalEvery))
 	r.last = now
-	if r.tokens < 1 {
+	if r.tokens < 1 || r.repeatLocked(Refusal{Proto: proto, Dst: dst, Decision: d}, now) {
 		r.dropped++
 		r.mu.Unlock()
 		return
