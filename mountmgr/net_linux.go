@@ -59,6 +59,10 @@ func setupNet(n *NetSpec, sock int) (bool, error) {
 		return setupLoopbackNet(n, sock, err)
 	}
 	defer tun.Close()
+	// The device then goes with the namespace, in the background, and
+	// the session's end does not wait for it; without, it only ends
+	// later.
+	_ = linux.PersistTUN(tun)
 	if err := linux.ConfigureLink(n.Device, n.Addr, n.Gateway, n.MTU); err != nil {
 		return false, fmt.Errorf("network: %w", err)
 	}

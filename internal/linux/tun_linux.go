@@ -18,7 +18,7 @@ import (
 // reader of the queue to take as they are (the engine does not check
 // checksums of what the sandbox sends). It needs CAP_NET_ADMIN over that
 // namespace and a /dev/net/tun it may open. The device goes when the last
-// descriptor of its queue is closed.
+// descriptor of its queue is closed, unless PersistTUN.
 func CreateTUN(name string) (*os.File, error) { return CreateTUNVnet(name, true) }
 
 // CreateTUNVnet is CreateTUN, without IFF_VNET_HDR and the offloads when
@@ -51,6 +51,26 @@ func CreateTUNVnet(name string, vnetHdr bool) (*os.File, error) {
 		}
 	}
 	return os.NewFile(uintptr(fd), "/dev/net/tun:"+name), nil
+}
+
+// PersistTUN makes the device of queue f outlive its last descriptor
+// (TUNSETPERSIST): it then goes with its network namespace, which the
+// kernel tears down in the background once nothing is in it. Without it
+// the last close unregisters the device, waiting for the network's RCU
+// grace periods (10-30 ms here), and whoever closes it last (P1 at the
+// session's end) waits that long. With no queue attached the device
+// drops what is routed to it, and only a holder of CAP_NET_ADMIN over
+// the namespace may attach one.
+func PersistTUN(f *os.File) error {
+	c, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioErr error
+	if err := c.Control(func(fd uintptr) { ioErr = unix.IoctlSetInt(int(fd), unix.TUNSETPERSIST, 1) }); err != nil {
+		return err
+	}
+	return os.NewSyscallError("ioctl(TUNSETPERSIST)", ioErr)
 }
 
 // ConfigureLink gives the IPv4 interface name the address addr (with its

@@ -43,6 +43,34 @@ func TestCreateTUN(t *testing.T) {
 	}
 }
 
+// TestPersistTUN: a persistent device stays after its queue is closed,
+// detached (it drops what is routed to it), until its namespace goes.
+// Negative control: without PersistTUN the close removes it.
+func TestPersistTUN(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a new network namespace and /dev/net/tun)")
+	}
+	for _, persist := range []bool{false, true} {
+		got := inNewNetns(func() string {
+			f, err := CreateTUN("rfs0")
+			if err != nil {
+				return err.Error()
+			}
+			if persist {
+				if err := PersistTUN(f); err != nil {
+					return err.Error()
+				}
+			}
+			f.Close()
+			out, _ := exec.Command("ip", "link", "show", "rfs0").CombinedOutput()
+			return string(out)
+		})
+		if there := strings.Contains(got, "rfs0:"); there != persist {
+			t.Errorf("persist %v: after the close, ip link show rfs0 says:\n%s", persist, got)
+		}
+	}
+}
+
 // TestAddLoopbackAddr: in a new network namespace, a socket can be bound
 // at the address only once lo has it (the control: EADDRNOTAVAIL before),
 // for an IPv4 and an IPv6 address.
