@@ -59,8 +59,13 @@ func CreateTUNVnet(name string, vnetHdr bool) (*os.File, error) {
 // the last close unregisters the device, waiting for the network's RCU
 // grace periods (10-30 ms here), and whoever closes it last (P1 at the
 // session's end) waits that long. With no queue attached the device
-// drops what is routed to it, and only a holder of CAP_NET_ADMIN over
-// the namespace may attach one.
+// drops what is routed to it. It has no owner or group (TUNSETOWNER,
+// TUNSETGROUP), so the kernel lets any process in the namespace that can
+// open /dev/net/tun attach a queue to it by name, without a capability
+// (only a new device needs CAP_NET_ADMIN): what keeps the server off it
+// is that its /dev has no tun, every other mount it sees is nodev and
+// mknod of a device is refused. A queue would only carry the packets of
+// the namespace it is in.
 func PersistTUN(f *os.File) error {
 	c, err := f.SyscallConn()
 	if err != nil {

@@ -71,6 +71,51 @@ func TestPersistTUN(t *testing.T) {
 	}
 }
 
+// TestPersistTUNAttach: a thread of uid 0 without any capability (as
+// the server runs when rootfs runs as root) attaches a queue by name to
+// a persistent device whose queue was closed: the device has no owner or
+// group, so the kernel asks for no capability (PersistTUN's comment says
+// what keeps the server off it). Negative control: without PersistTUN
+// the name is free again, and making a device there is refused.
+func TestPersistTUNAttach(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (a new network namespace and /dev/net/tun)")
+	}
+	for _, persist := range []bool{false, true} {
+		got := inNewNetns(func() string {
+			f, err := CreateTUN("rfs0")
+			if err != nil {
+				return "as root: " + err.Error()
+			}
+			if persist {
+				if err := PersistTUN(f); err != nil {
+					return err.Error()
+				}
+			}
+			f.Close()
+			// This thread only, and it is never reused.
+			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+			var none [2]unix.CapUserData
+			if err := unix.Capset(&hdr, &none[0]); err != nil {
+				return "capset: " + err.Error()
+			}
+			q, err := CreateTUN("rfs0")
+			if err != nil {
+				return err.Error()
+			}
+			q.Close()
+			return "attached"
+		})
+		want := "ioctl(TUNSETIFF): operation not permitted"
+		if persist {
+			want = "attached"
+		}
+		if got != want {
+			t.Errorf("persist %v: without capabilities, CreateTUN of the closed device's name: %s; want %s", persist, got, want)
+		}
+	}
+}
+
 // TestAddLoopbackAddr: in a new network namespace, a socket can be bound
 // at the address only once lo has it (the control: EADDRNOTAVAIL before),
 // for an IPv4 and an IPv6 address.
