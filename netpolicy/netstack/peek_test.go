@@ -141,13 +141,38 @@ func TestRefusalRepeatsFolded(t *testing.T) {
 }
 
 // TestRefusalsRememberedBounded: the refusals remembered for folding
-// repeats stay at most refusalRecent, however many destinations.
+// repeats stay at most refusalRecent, however many destinations, and
+// forgetting the oldest keeps those shown within refusalRepeat: the one
+// just before is still folded. The clock moves refusalEvery a refusal,
+// so that each is shown (and remembered); at one instant the rate limit
+// would show, and so remember, only refusalBurst of them, and the bound
+// would go untested. Negative control: the most remembered at once
+// reaches refusalRecent, and the forgetting happened.
 func TestRefusalsRememberedBounded(t *testing.T) {
-	r := newRefusals(zap.NewNop(), nil)
+	core, logs := observer.New(zapcore.WarnLevel)
+	r := newRefusals(zap.New(core), nil)
+	now := time.Unix(1e9, 0)
+	r.now = func() time.Time { return now }
+	dst := func(i int) string { return fmt.Sprintf("10.0.%d.%d:80", i/250, i%250) }
+	most, forgot := 0, 0
 	for i := range 10 * refusalRecent {
-		r.refuse("tcp", fmt.Sprintf("10.0.%d.%d:80", i/250, i%250), netpolicy.Decision{})
+		now = now.Add(refusalEvery)
+		before := len(r.shown)
+		r.refuse("tcp", dst(i), netpolicy.Decision{})
+		most = max(most, len(r.shown))
 		if len(r.shown) > refusalRecent {
 			t.Fatalf("%d refusals remembered, want at most %d", len(r.shown), refusalRecent)
 		}
+		if len(r.shown) <= before { // the oldest forgotten
+			forgot++
+			lines := logs.Len()
+			r.refuse("tcp", dst(i-1), netpolicy.Decision{})
+			if logs.Len() != lines {
+				t.Fatalf("%s, shown %v ago, got a line again once the oldest were forgotten", dst(i-1), refusalEvery)
+			}
+		}
+	}
+	if most != refusalRecent || forgot == 0 {
+		t.Fatalf("at most %d remembered, forgotten %d times; want %d, and some", most, forgot, refusalRecent)
 	}
 }
