@@ -52,16 +52,9 @@ func TestPersistTUN(t *testing.T) {
 	}
 	for _, persist := range []bool{false, true} {
 		got := inNewNetns(func() string {
-			f, err := CreateTUN("rfs0")
-			if err != nil {
+			if err := closedTUN(persist); err != nil {
 				return err.Error()
 			}
-			if persist {
-				if err := PersistTUN(f); err != nil {
-					return err.Error()
-				}
-			}
-			f.Close()
 			out, _ := exec.Command("ip", "link", "show", "rfs0").CombinedOutput()
 			return string(out)
 		})
@@ -69,6 +62,22 @@ func TestPersistTUN(t *testing.T) {
 			t.Errorf("persist %v: after the close, ip link show rfs0 says:\n%s", persist, got)
 		}
 	}
+}
+
+// closedTUN makes the device rfs0 in this thread's namespace, persistent
+// if persist, and closes its queue.
+func closedTUN(persist bool) error {
+	f, err := CreateTUN("rfs0")
+	if err != nil {
+		return err
+	}
+	if persist {
+		if err := PersistTUN(f); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
 }
 
 // TestPersistTUNAttach: a thread of uid 0 without any capability (as
@@ -83,16 +92,9 @@ func TestPersistTUNAttach(t *testing.T) {
 	}
 	for _, persist := range []bool{false, true} {
 		got := inNewNetns(func() string {
-			f, err := CreateTUN("rfs0")
-			if err != nil {
+			if err := closedTUN(persist); err != nil {
 				return "as root: " + err.Error()
 			}
-			if persist {
-				if err := PersistTUN(f); err != nil {
-					return err.Error()
-				}
-			}
-			f.Close()
 			// This thread only, and it is never reused.
 			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 			var none [2]unix.CapUserData
