@@ -59,9 +59,9 @@ func setupNet(n *NetSpec, sock int) (bool, error) {
 		return setupLoopbackNet(n, sock, err)
 	}
 	defer tun.Close()
-	// The device then goes with the namespace, in the background, and
-	// the session's end does not wait for it; without, it only ends
-	// later.
+	// The device then goes with the namespace, in the background, so
+	// the session's end does not wait for the kernel to unregister it;
+	// where this fails, the end only takes longer.
 	_ = linux.PersistTUN(tun)
 	if err := linux.ConfigureLink(n.Device, n.Addr, n.Gateway, n.MTU); err != nil {
 		return false, fmt.Errorf("network: %w", err)

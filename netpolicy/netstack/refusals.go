@@ -20,7 +20,8 @@ const (
 	refusalEvery  = 200 * time.Millisecond
 	refusalRepeat = 5 * time.Second
 	// refusalRecent bounds the refusals remembered for refusalRepeat;
-	// past it the oldest are forgotten, and a repeat may be shown again.
+	// past it those older than refusalRepeat are forgotten, or all when
+	// none is, and a repeat may then be shown again.
 	refusalRecent = 256
 )
 
