@@ -31,9 +31,10 @@ package netstack
 // before). An IPv6 socket is taken as well, to an IPv6 destination (when
 // the sandbox has IPv6) or an IPv4 one in its v4-mapped form (a
 // dual-stack client's): it is bound to ::ffff:127.0.0.1 and connected to
-// the same relay by that form, so it must not be IPV6_V6ONLY. Whatever
-// the fast path does not take (UDP, other families, a bound socket, an
-// IPv6-only one, a refused destination, no slot, any error)
+// the same relay by that form (an IPV6_V6ONLY one to an IPv6 destination
+// has the option cleared first). Whatever the fast path does not take
+// (UDP, other families, a bound socket, a refused destination, no slot,
+// any error)
 // runs as the sandbox made it and meets the stack, which decides and
 // reports as before: the fast path only ever carries what the stack
 // would have allowed.
@@ -42,7 +43,7 @@ package netstack
 // only lo and no route out. The fast path then refuses itself a TCP
 // connect to a destination the policy refuses (ECONNREFUSED, and the
 // refusal said as the stack says it), also from a socket it could not
-// have taken (bound first, IPv6 only), and one the listener has no room
+// have taken (bound first), and one the listener has no room
 // for (SeccompBusy); whatever else it does not take, let run, meets no
 // route (ENETUNREACH): nothing leaves but what it carries.
 
@@ -316,6 +317,11 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 	// bound socket takes its port, and connect(2) takes one anyway; set
 	// again meanwhile, the port is 0 below.
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 0)
+	if sk.v6only {
+		// Set again meanwhile, the bind below fails and the kernel
+		// connects the socket as made.
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+	}
 	if err := unix.Bind(fd, local); err != nil {
 		e.drop(f)
 		return 0, false
@@ -373,10 +379,16 @@ type sock struct {
 	// try to reach dst: the policy decides.
 	tcp bool
 	// take: the fast path can carry it (tcp, and neither bound nor bound
-	// to a device; an IPv6 one not IPv6 only, since it reaches the relay,
-	// at an IPv4 address, by the v4-mapped form).
+	// to a device).
 	take bool
 	six  bool // an IPv6 socket
+	// v6only: an IPv6 socket with IPV6_V6ONLY (to an IPv6 destination).
+	// It reaches the relay, at an IPv4 address, only by the v4-mapped
+	// form, so the fast path clears the option before binding it: what
+	// the option changes is which addresses the socket may bind, accept
+	// from or connect to, and once it is connected to dst nothing, except
+	// what getsockopt says.
+	v6only bool
 }
 
 // socket says what fd is, for a connect to dst (as parseSockaddr gives
@@ -419,14 +431,11 @@ func (fp *fastPath) socket(fd int, dst netip.AddrPort) sock {
 	if ino, err := netnsOf(fd); err != nil || ino != fp.netns {
 		return s
 	}
-	v6only := s.six && v6only(fd)
-	if v6only && dst.Addr().Is4In6() {
+	s.v6only = s.six && v6only(fd)
+	if s.v6only && dst.Addr().Is4In6() {
 		return s // the kernel's ENETUNREACH
 	}
 	s.tcp = true
-	if v6only {
-		return s
-	}
 	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX); err != nil || v != 0 {
 		return s
 	}

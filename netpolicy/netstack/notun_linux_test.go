@@ -47,11 +47,6 @@ func TestNoTUNNothingElseLeaves(t *testing.T) {
 		prep   func(fd int) error
 		dst    string
 	}{
-		// It reaches the relay, at an IPv4 address, only by the v4-mapped
-		// form. The world's IPv6 address, which the default policy allows.
-		{"ipv6-only socket", unix.AF_INET6, func(fd int) error {
-			return unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
-		}, "[2001:db8:113::1]:80"},
 		{"bound socket", unix.AF_INET, func(fd int) error { return unix.Bind(fd, &unix.SockaddrInet4{}) }, "203.0.113.1:80"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,6 +70,46 @@ func TestNoTUNNothingElseLeaves(t *testing.T) {
 				t.Errorf("negative control (with the device): %v", err)
 			}
 		})
+	}
+}
+
+// TestV6onlySocketFast: an IPV6_V6ONLY socket (Go's "tcp6", some
+// clients' IPv6 sockets) to an IPv6 destination is carried by the fast
+// path, with or without the device: it reads the world, and the option
+// is cleared (which is all the server can tell). Negative control: in a
+// sandbox without the device, the same socket connected by the kernel
+// meets no route, as every such socket did before the fast path took
+// them.
+func TestV6onlySocketFast(t *testing.T) {
+	dst := netip.MustParseAddrPort("[2001:db8:113::1]:80")
+	for _, mode := range []dialMode{viaFast, viaNoTUN} {
+		sb := newSandboxMode(t, netpolicy.Options{}, mode)
+		got := inNS(t, sb.pid, func() string {
+			fd := socket6(t, true)
+			defer unix.Close(fd)
+			if errno, ok := sb.eng.Connect(fd, dst); !ok || errno != 0 {
+				return fmt.Sprintf("taken %v, errno %v", ok, errno)
+			}
+			v, _ := unix.GetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY)
+			return fmt.Sprintf("v6only %d, %s", v, readLine(fd, "GET / HTTP/1.0\r\n\r\n"))
+		})
+		if !strings.HasPrefix(got, "v6only 0, HTTP/1.") {
+			t.Errorf("%s: an IPv6-only socket through the fast path: %s", mode, got)
+		}
+		if n := sb.eng.Stats().TCPFast; n != 1 {
+			t.Errorf("%s: %d connections on the fast path, want 1", mode, n)
+		}
+		if mode != viaNoTUN {
+			continue
+		}
+		err := inNS(t, sb.pid, func() error {
+			fd := socket6(t, true)
+			defer unix.Close(fd)
+			return unix.Connect(fd, &unix.SockaddrInet6{Addr: dst.Addr().As16(), Port: int(dst.Port())})
+		})
+		if !errors.Is(err, unix.ENETUNREACH) {
+			t.Errorf("control: without the device, the kernel's connect of the same socket: %v, want ENETUNREACH", err)
+		}
 	}
 }
 
