@@ -33,7 +33,8 @@ import (
 // connected to the relay on lo): the message carries [relay, dns udp,
 // dns tcp, listener...] and Loopback. The sandbox's IPv6 address goes on
 // lo too. What the fast path does not take (UDP other than DNS, ICMP, a
-// socket bound before its connect) meets no route:
+// socket bound to the loopback or the sandbox's IPv6 address) meets no
+// route:
 // nothing leaves. Failing closed keeps the host's private side
 // out; refusing to start would break every server on such a host.
 

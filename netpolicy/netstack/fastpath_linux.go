@@ -13,10 +13,10 @@ package netstack
 //
 //	sandbox: connect(fd, 203.0.113.1:443) ── seccomp ──▶ P1: Connect
 //	  read the address once (the caller's memory may change; the call never runs on it)
-//	  take a copy of fd (pidfd_getfd): an unbound, unconnected TCP socket of the sandbox's namespace?
+//	  take a copy of fd (pidfd_getfd): an unconnected TCP socket of the sandbox's namespace?
 //	  the policy allows 203.0.113.1:443 (by the names the sandbox resolved)?   no: let the call run:
 //	  a blocking socket: dial the destination first, and answer its refusal    the stack refuses it
-//	  bind fd to 127.0.0.1:0, note its port ─▶ connect fd to the relay listener (the sandbox's
+//	  bind fd to 127.0.0.1:0 (unless bound), note its port ─▶ connect fd to the relay listener (the sandbox's
 //	  loopback, made by P2) ─▶ answer 0 (or EINPROGRESS, as a non-blocking connect would)
 //	relay listener accepts ─▶ the noted flow ─▶ dial (if not yet) ─▶ relay: the server name
 //	  checked (SNI, Host) as on the stack's path, then splice(2) both ways
@@ -32,9 +32,11 @@ package netstack
 // the sandbox has IPv6) or an IPv4 one in its v4-mapped form (a
 // dual-stack client's): it is bound to ::ffff:127.0.0.1 and connected to
 // the same relay by that form (an IPV6_V6ONLY one to an IPv6 destination
-// has the option cleared first). Whatever the fast path does not take
-// (UDP, other families, a bound socket, a refused destination, no slot,
-// any error)
+// has the option cleared first). A socket bound to the wildcard address
+// (or, IPv4, the sandbox's own) connects to the relay from there, keeping
+// its port. Whatever the fast path does not take (UDP, other families, a
+// socket bound to the loopback, to the sandbox's IPv6 address or without
+// a port yet, a refused destination, no slot, any error)
 // runs as the sandbox made it and meets the stack, which decides and
 // reports as before: the fast path only ever carries what the stack
 // would have allowed.
@@ -43,7 +45,7 @@ package netstack
 // only lo and no route out. The fast path then refuses itself a TCP
 // connect to a destination the policy refuses (ECONNREFUSED, and the
 // refusal said as the stack says it), also from a socket it could not
-// have taken (bound first), and one the listener has no room
+// have taken (bound elsewhere), and one the listener has no room
 // for (SeccompBusy); whatever else it does not take, let run, meets no
 // route (ENETUNREACH): nothing leaves but what it carries.
 
@@ -312,30 +314,33 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 		m := netip.AddrFrom4(fp.addr.Addr).As16() // ::ffff:127.0.0.1
 		local, relay = &unix.SockaddrInet6{Addr: m}, &unix.SockaddrInet6{Addr: m, Port: fp.addr.Port}
 	}
-	// With IP_BIND_ADDRESS_NO_PORT the bind would take no port, and the
-	// relay would not know the connection. The option only says when a
-	// bound socket takes its port, and connect(2) takes one anyway; set
-	// again meanwhile, the port is 0 below.
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 0)
-	if sk.v6only {
-		// Set again meanwhile, the bind below fails and the kernel
-		// connects the socket as made.
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
-	}
-	if err := unix.Bind(fd, local); err != nil {
-		e.drop(f)
-		return 0, false
-	}
-	port := -1
-	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
-	case *unix.SockaddrInet4:
-		port = sa.Port
-	case *unix.SockaddrInet6:
-		port = sa.Port
-	}
-	if port <= 0 {
-		e.drop(f)
-		return unix.EADDRNOTAVAIL, true
+	port := sk.port
+	if port == 0 {
+		// With IP_BIND_ADDRESS_NO_PORT the bind would take no port, and
+		// the relay would not know the connection. The option only says
+		// when a bound socket takes its port, and connect(2) takes one
+		// anyway; set again meanwhile, the port is 0 below.
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 0)
+		if sk.v6only {
+			// Set again meanwhile, the bind below fails and the kernel
+			// connects the socket as made.
+			_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 0)
+		}
+		if err := unix.Bind(fd, local); err != nil {
+			e.drop(f)
+			return 0, false
+		}
+		port = -1
+		switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
+		case *unix.SockaddrInet4:
+			port = sa.Port
+		case *unix.SockaddrInet6:
+			port = sa.Port
+		}
+		if port <= 0 {
+			e.drop(f)
+			return unix.EADDRNOTAVAIL, true
+		}
 	}
 	fp.note(e, port, f)
 	switch err := unix.Connect(fd, relay); {
@@ -378,10 +383,14 @@ type sock struct {
 	// family, neither connected nor listening, for which the kernel would
 	// try to reach dst: the policy decides.
 	tcp bool
-	// take: the fast path can carry it (tcp, and neither bound nor bound
-	// to a device).
+	// take: the fast path can carry it (tcp, not bound to a device, and
+	// either not bound or bound where it can reach the relay).
 	take bool
 	six  bool // an IPv6 socket
+	// port: the port the socket is bound to, to the wildcard address or
+	// (IPv4) the sandbox's own: from there it reaches the relay as it is,
+	// where an unbound one is first bound to the loopback (0).
+	port int
 	// v6only: an IPv6 socket with IPV6_V6ONLY (to an IPv6 destination).
 	// It reaches the relay, at an IPv4 address, only by the v4-mapped
 	// form, so the fast path clears the option before binding it: what
@@ -439,11 +448,19 @@ func (fp *fastPath) socket(fd int, dst netip.AddrPort) sock {
 	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX); err != nil || v != 0 {
 		return s
 	}
+	// Bound with IP_BIND_ADDRESS_NO_PORT to an address, a socket has no
+	// port until it connects, and the relay would not know it; bound to
+	// the loopback, the kernel could not send from there to dst; bound to
+	// the sandbox's IPv6 address, it cannot reach the relay's IPv4 one;
+	// an IPv6-only one bound cannot have the option cleared.
 	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
 	case *unix.SockaddrInet4:
-		s.take = sa.Port == 0 && sa.Addr == [4]byte{}
+		own := sa.Addr == SandboxAddr.Addr().As4()
+		s.take = sa.Addr == [4]byte{} || own && sa.Port != 0
+		s.port = sa.Port
 	case *unix.SockaddrInet6:
-		s.take = sa.Port == 0 && sa.Addr == [16]byte{} && sa.ZoneId == 0
+		s.take = sa.Addr == [16]byte{} && sa.ZoneId == 0 && (sa.Port == 0 || !s.v6only)
+		s.port = sa.Port
 	}
 	return s
 }

@@ -106,13 +106,33 @@ func TestFastPathDeclines(t *testing.T) {
 		dst  netip.AddrPort
 	}
 	cases := []c{
-		{"bound", func() int {
+		// The kernel would send from the loopback address: no route.
+		{"bound to the loopback", func() int {
 			fd := socket4(t)
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+				t.Fatal(err)
+			}
+			return fd
+		}, worldHTTP},
+		// No port until it connects: the relay could not know it.
+		{"bound to the sandbox's address, IP_BIND_ADDRESS_NO_PORT", func() int {
+			fd := socket4(t)
+			if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
+				t.Fatal(err)
+			}
 			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: SandboxAddr.Addr().As4()}); err != nil {
 				t.Fatal(err)
 			}
 			return fd
 		}, worldHTTP},
+		// Bound, the option can no longer be cleared.
+		{"ipv6-only socket, bound", func() int {
+			fd := socket6(t, true)
+			if err := unix.Bind(fd, &unix.SockaddrInet6{}); err != nil {
+				t.Fatal(err)
+			}
+			return fd
+		}, netip.MustParseAddrPort("[2001:db8:113::1]:80")},
 		{"udp", func() int {
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 			if err != nil {

@@ -47,7 +47,11 @@ func TestNoTUNNothingElseLeaves(t *testing.T) {
 		prep   func(fd int) error
 		dst    string
 	}{
-		{"bound socket", unix.AF_INET, func(fd int) error { return unix.Bind(fd, &unix.SockaddrInet4{}) }, "203.0.113.1:80"},
+		// Bound to the sandbox's IPv6 address, it cannot reach the relay
+		// at its IPv4 one.
+		{"ipv6 socket bound to the sandbox's address", unix.AF_INET6, func(fd int) error {
+			return unix.Bind(fd, &unix.SockaddrInet6{Addr: SandboxAddr6.Addr().As16()})
+		}, "[2001:db8:113::1]:80"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dial := func(sb *sandbox) error {
@@ -111,6 +115,92 @@ func TestV6onlySocketFast(t *testing.T) {
 			t.Errorf("control: without the device, the kernel's connect of the same socket: %v, want ENETUNREACH", err)
 		}
 	}
+}
+
+// TestBoundSocketFast: a TCP socket bound before its connect (curl
+// --local-port or --interface, a client given a local address) is carried
+// by the fast path from where it is bound, with or without the device,
+// and keeps its port. Negative control: without the device, the same
+// socket connected by the kernel meets no route, as every bound socket
+// did before the fast path took them.
+func TestBoundSocketFast(t *testing.T) {
+	const port = 41234
+	cases := []struct {
+		name string
+		six  bool
+		sa   unix.Sockaddr
+	}{
+		{"the wildcard address", false, &unix.SockaddrInet4{}},
+		{"the wildcard address and a port", false, &unix.SockaddrInet4{Port: port}},
+		{"the sandbox's address", false, &unix.SockaddrInet4{Addr: SandboxAddr.Addr().As4()}},
+		{"the IPv6 wildcard address", true, &unix.SockaddrInet6{}},
+		{"the IPv6 wildcard address and a port", true, &unix.SockaddrInet6{Port: port + 1}},
+	}
+	dsts := map[bool]netip.AddrPort{false: worldHTTP, true: netip.MustParseAddrPort("[2001:db8:113::1]:80")}
+	for _, mode := range []dialMode{viaFast, viaNoTUN} {
+		sb := newSandboxMode(t, netpolicy.Options{}, mode)
+		for i, c := range cases {
+			bound := func() (int, int) {
+				fd := socket4(t)
+				if c.six {
+					unix.Close(fd)
+					fd = socket6(t, false)
+				}
+				// The control binds the port again, which the first
+				// connection may still hold in TIME_WAIT.
+				if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Bind(fd, c.sa); err != nil {
+					t.Fatal(err)
+				}
+				return fd, localPort(fd)
+			}
+			got := inNS(t, sb.pid, func() string {
+				fd, before := bound()
+				defer unix.Close(fd)
+				if errno, ok := sb.eng.Connect(fd, dsts[c.six]); !ok || errno != 0 {
+					return fmt.Sprintf("taken %v, errno %v", ok, errno)
+				}
+				if after := localPort(fd); after != before {
+					return fmt.Sprintf("bound to port %d, connected from %d", before, after)
+				}
+				return readLine(fd, "GET / HTTP/1.0\r\n\r\n")
+			})
+			if !strings.HasPrefix(got, "HTTP/1.") {
+				t.Errorf("%s: bound to %s: %s", mode, c.name, got)
+			}
+			if n := sb.eng.Stats().TCPFast; n != int64(i+1) {
+				t.Errorf("%s: bound to %s: %d connections on the fast path, want %d", mode, c.name, n, i+1)
+			}
+			if mode != viaNoTUN {
+				continue
+			}
+			err := inNS(t, sb.pid, func() error {
+				fd, _ := bound()
+				defer unix.Close(fd)
+				dst := dsts[c.six]
+				if c.six {
+					return unix.Connect(fd, &unix.SockaddrInet6{Addr: dst.Addr().As16(), Port: int(dst.Port())})
+				}
+				return unix.Connect(fd, &unix.SockaddrInet4{Addr: dst.Addr().As4(), Port: int(dst.Port())})
+			})
+			if !errors.Is(err, unix.ENETUNREACH) {
+				t.Errorf("control: bound to %s, without the device, the kernel's connect: %v, want ENETUNREACH", c.name, err)
+			}
+		}
+	}
+}
+
+// localPort is the port socket fd is bound to.
+func localPort(fd int) int {
+	switch sa, _ := unix.Getsockname(fd); sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return sa.Port
+	case *unix.SockaddrInet6:
+		return sa.Port
+	}
+	return -1
 }
 
 // TestOwnAddress: a connection to the sandbox's own address, as a
