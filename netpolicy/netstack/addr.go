@@ -24,10 +24,13 @@
 // (netpolicy.Table). Refused: RST. Allowed: rootfs dials the destination
 // first (a refused or unreachable one gives RST), completes the
 // handshake, and, when a name is involved (the address resolved from a
-// name, or the policy has name rules), reads up to [peekMax] bytes for at
-// most [peekWait] to find a TLS ClientHello's SNI or an HTTP Host, and
-// judges again with it (it can only narrow). A protocol where the server
-// speaks first ends the wait as soon as the server's first bytes arrive.
+// name, or the policy has name rules), waits for the connection's first
+// bytes and reads, within [peekMax] bytes and [peekWait] of the first,
+// a TLS ClientHello's SNI (over as many records as the client splits it
+// in) or the host an HTTP request names, and judges again with it (it
+// can only narrow); one that has not ended by then is refused, since
+// the name it sends is not known. A protocol where the server speaks
+// first ends the wait as soon as the server's first bytes arrive.
 //
 // # DNS
 //

@@ -52,7 +52,8 @@ const (
 	// endpoint takes.
 	maxDNSFlows = 256
 	dnsFlowIdle = 2 * time.Second
-	// peekMax and peekWait bound the look at a connection's first bytes.
+	// peekMax and peekWait bound the look at a connection's first bytes,
+	// from the first (see peek).
 	peekMax  = 16 << 10
 	peekWait = 2 * time.Second
 	// udpIdle ends a relayed UDP flow, dnsIdle a DNS client's endpoint.
@@ -477,13 +478,14 @@ func (e *Engine) relay(c, up net.Conn, q netpolicy.Query, fast bool) {
 	}()
 	dst, port, names := q.Addr, q.Port, q.Names
 	upFirst := make(chan []byte, 1)
-	var peekMu sync.Mutex // held to change peeking and c's read deadline
-	peeking := true
+	var peekMu sync.Mutex // held to change peeking, spoke and c's read deadline
+	peeking, spoke := true, false
 	go func() {
 		b := make([]byte, 32<<10)
 		n, _ := up.Read(b)
 		upFirst <- b[:n]
 		peekMu.Lock()
+		spoke = true
 		if peeking {
 			_ = c.SetReadDeadline(time.Now()) // a server that speaks first ends the peek
 		}
@@ -492,13 +494,26 @@ func (e *Engine) relay(c, up net.Conn, q netpolicy.Query, fast bool) {
 	var head []byte
 	if len(names) > 0 || e.pol.HasNameRules() {
 		var sn string
-		head, sn = peek(c, &peekMu)
-		if sn != "" {
+		var unread bool
+		head, sn, unread = peek(c, func(t time.Time) {
+			peekMu.Lock()
+			if !spoke {
+				_ = c.SetReadDeadline(t)
+			}
+			peekMu.Unlock()
+		})
+		switch {
+		case sn != "":
 			q.ServerName = sn
 			if d := e.pol.Decide(q); !d.Allow {
 				e.ref.refuse("tcp", dstString(dst, port, []string{sn}), d)
 				return
 			}
+		case unread:
+			// A ClientHello or request head left unfinished: what it
+			// would name is not known, and the server would take it.
+			e.ref.refuse("tcp", dstString(dst, port, names), unreadName)
+			return
 		}
 	}
 	peekMu.Lock()
@@ -517,25 +532,38 @@ func (e *Engine) relay(c, up net.Conn, q netpolicy.Query, fast bool) {
 	splice(c, up, upFirst)
 }
 
+// unreadName refuses a connection whose TLS ClientHello or HTTP request
+// head did not end within the peek's bounds.
+var unreadName = netpolicy.Decision{Reason: fmt.Sprintf("its TLS ClientHello or HTTP request head did not end within %d KiB and %v of its first byte, so the server name it sends cannot be checked", peekMax>>10, peekWait)}
+
 // peek reads the connection's first bytes until they name a server or
-// cannot, within peekMax and peekWait (or until the deadline is moved).
-func peek(c net.Conn, mu *sync.Mutex) ([]byte, string) {
-	mu.Lock()
-	_ = c.SetReadDeadline(time.Now().Add(peekWait))
-	mu.Unlock()
+// cannot. It waits for the first byte as long as the connection lasts
+// (or until setDeadline's deadline, which a server that speaks first
+// moves to now): a client that waits before its ClientHello must not
+// find it unread. From the first byte, the rest must come within
+// peekWait and peekMax; unread says they looked like a ClientHello or a
+// request head and had not ended then, so the name is not known.
+// setDeadline sets c's read deadline, unless the server spoke first.
+func peek(c net.Conn, setDeadline func(time.Time)) (head []byte, name string, unread bool) {
 	buf := make([]byte, 0, 4096)
 	for len(buf) < peekMax {
 		if len(buf) == cap(buf) {
 			buf = append(buf, make([]byte, cap(buf))...)[:len(buf)]
 		}
 		n, err := c.Read(buf[len(buf):min(cap(buf), peekMax)])
+		if len(buf) == 0 && n > 0 {
+			setDeadline(time.Now().Add(peekWait))
+		}
 		buf = buf[:len(buf)+n]
 		name, more := serverName(buf)
-		if name != "" || !more || err != nil {
-			return buf, name
+		if name != "" || !more {
+			return buf, name, false
+		}
+		if err != nil {
+			return buf, "", len(buf) > 0
 		}
 	}
-	return buf, ""
+	return buf, "", true
 }
 
 type closeWriter interface{ CloseWrite() error }

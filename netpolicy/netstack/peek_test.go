@@ -55,6 +55,21 @@ func TestServerName(t *testing.T) {
 		{name: "postgres", in: []byte{0, 0, 0, 8, 4, 210, 22, 47}},
 		{name: "tls not a hello", in: []byte{0x16, 3, 1, 0, 4, 2, 0, 0, 0}},
 		{name: "empty", in: nil, more: true},
+		// As servers read them (attack31): a ClientHello over several
+		// records, and the request forms a server routes by.
+		{name: "tls in two records", in: twoRecords(hello, 10), want: "api.example.com"},
+		{name: "tls in one-byte records", in: twoRecords(hello, 1), want: "api.example.com"},
+		{name: "tls second record partial", in: twoRecords(hello, 10)[:30], more: true},
+		{name: "tls then not a handshake", in: append(twoRecords(hello, 10)[:15], 0x17, 3, 3, 0, 1, 0), more: false},
+		{name: "http after empty lines", in: []byte("\r\n\r\nGET / HTTP/1.1\r\nHost: other.example\r\n\r\n"), want: "other.example"},
+		{name: "http lines ended by LF", in: []byte("GET / HTTP/1.1\nX: a\nHost: other.example\n\n"), want: "other.example"},
+		{name: "http absolute-form", in: []byte("GET http://other.example:8080/x HTTP/1.1\r\nHost: api.example.com\r\n\r\n"), want: "other.example"},
+		{name: "http absolute-form with userinfo", in: []byte("GET http://api.example.com@other.example/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n"), want: "other.example"},
+		{name: "http absolute-form no parser takes", in: []byte("GET http://other.example\\@x%zz/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n"), want: "x%zz"},
+		{name: "http connect", in: []byte("CONNECT other.example:443 HTTP/1.1\r\nHost: api.example.com\r\n\r\n"), want: "other.example"},
+		{name: "http other method", in: []byte("PROPFIND / HTTP/1.1\r\nHost: other.example\r\n\r\n"), want: "other.example"},
+		{name: "not a request line", in: []byte("SET key value\r\n")},
+		{name: "method too long", in: []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZ / HTTP/1.1\r\n")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +79,26 @@ func TestServerName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoRecords puts the handshake message of hello's first TLS record in
+// records of first bytes, then one of the rest.
+func twoRecords(hello []byte, first int) []byte {
+	p := hello[5 : 5+(int(hello[3])<<8|int(hello[4]))]
+	var out []byte
+	for len(p) > 0 {
+		n := min(first, len(p))
+		if first == 1 && len(out) >= 5*20 {
+			n = len(p) // twenty one-byte records, then the rest
+		}
+		out = append(out, 0x16, hello[1], hello[2], byte(n>>8), byte(n))
+		out = append(out, p[:n]...)
+		p = p[n:]
+		if first != 1 {
+			first = len(p)
+		}
+	}
+	return out
 }
 
 func FuzzServerName(f *testing.F) {

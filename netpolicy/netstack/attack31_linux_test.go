@@ -1,0 +1,169 @@
+package netstack
+
+// Attacks from an outside review of the network boundary (attack31),
+// each with a negative control: the same attempt from the host's
+// namespace (hostPID) reaches, or the form the policy already refuses is
+// refused, so that what is refused is the protection's work.
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rootfs-dev/rootfs/netpolicy"
+)
+
+// fragConn splits the first TLS record written through it (the
+// ClientHello) in two records, the first of 10 bytes: TLS allows a
+// handshake message over any number of records, and servers (Go's,
+// OpenSSL, the CDNs') put it together again.
+type fragConn struct {
+	net.Conn
+	done bool
+}
+
+func (c *fragConn) Write(b []byte) (int, error) {
+	if c.done || len(b) < 5 || b[0] != 0x16 {
+		return c.Conn.Write(b)
+	}
+	rl := int(binary.BigEndian.Uint16(b[3:5]))
+	if len(b) < 5+rl || rl <= 10 {
+		return c.Conn.Write(b)
+	}
+	c.done = true
+	var out []byte
+	p := b[5 : 5+rl]
+	for _, part := range [][]byte{p[:10], p[10:]} {
+		out = append(out, 0x16, b[1], b[2], byte(len(part)>>8), byte(len(part)))
+		out = append(out, part...)
+	}
+	out = append(out, b[5+rl:]...)
+	if _, err := c.Conn.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// lateConn waits before its first write: a client that sends its first
+// bytes after the relay stopped looking for them.
+type lateConn struct {
+	net.Conn
+	wait time.Duration
+	done bool
+}
+
+func (c *lateConn) Write(b []byte) (int, error) {
+	if !c.done {
+		c.done = true
+		time.Sleep(c.wait)
+	}
+	return c.Conn.Write(b)
+}
+
+// stallConn writes its first write in two, pausing after the first few
+// bytes: a ClientHello or HTTP head still incomplete when the relay's
+// wait ends.
+type stallConn struct {
+	net.Conn
+	wait time.Duration
+	done bool
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	if c.done || len(b) < 20 {
+		return c.Conn.Write(b)
+	}
+	c.done = true
+	if _, err := c.Conn.Write(b[:6]); err != nil {
+		return 0, err
+	}
+	time.Sleep(c.wait)
+	if _, err := c.Conn.Write(b[6:]); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// nameAttempt connects to addr from sb (its dial), wraps the connection
+// with wrap, and speaks TLS with SNI sni (or, with sni "", plain HTTP
+// with Host host); the first line the world answers.
+func nameAttempt(t *testing.T, sb *sandbox, resolveFirst, addr, sni, host string, wrap func(net.Conn) net.Conn) result {
+	return inNS(t, sb.pid, func() result {
+		if resolveFirst != "" {
+			if _, err := resolve(resolveFirst); err != nil {
+				return result{err: err}
+			}
+		}
+		c, err := sb.dial(addr)
+		if err != nil {
+			return result{err: err}
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(peekWait + 5*time.Second))
+		w := wrap(c)
+		if sni != "" {
+			tc := tls.Client(w, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
+			fmt.Fprintf(tc, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", sni)
+			return readResult(tc)
+		}
+		fmt.Fprintf(w, "GET / HTTP/1.0\r\nHost: %s\r\n\r\n", host)
+		return readResult(c)
+	})
+}
+
+// TestAttack31ServerNameUnchecked: where a connection is allowed by a
+// name (--net-only NAME, the address of a CDN that serves many), its
+// TLS SNI or HTTP Host must be that name, and a --deny-net name is
+// refused by its SNI even at an address allowed otherwise. The relay
+// looked at the first bytes for at most peekWait and one TLS record: a
+// client that waits before its ClientHello, sends it in two records, or
+// pauses inside it, named any server it liked. Controls: the same
+// ClientHello sent at once is refused; the allowed name reaches.
+func TestAttack31ServerNameUnchecked(t *testing.T) {
+	late := func(c net.Conn) net.Conn { return &lateConn{Conn: c, wait: peekWait + 500*time.Millisecond} }
+	frag := func(c net.Conn) net.Conn { return &fragConn{Conn: c} }
+	stall := func(c net.Conn) net.Conn { return &stallConn{Conn: c, wait: peekWait + 500*time.Millisecond} }
+	plain := func(c net.Conn) net.Conn { return c }
+	for _, mode := range []dialMode{viaStack, viaNoTUN} {
+		t.Run(mode.String(), func(t *testing.T) {
+			only := newSandboxMode(t, netpolicy.Options{Only: []string{"www.internet.test"}}, mode)
+			if r := nameAttempt(t, only, "www.internet.test", "203.0.113.1:443", "www.internet.test", "", plain); !r.reached() {
+				t.Fatalf("control: the allowed name's own SNI: %v", r)
+			}
+			if r := nameAttempt(t, only, "www.internet.test", "203.0.113.1:443", "other.internet.test", "", plain); r.reached() {
+				t.Fatalf("control: another name's SNI at once: %v", r)
+			}
+			for _, c := range []struct {
+				name string
+				wrap func(net.Conn) net.Conn
+			}{{"sni after the wait", late}, {"sni in a second record", frag}, {"sni paused inside", stall}} {
+				if r := nameAttempt(t, only, "www.internet.test", "203.0.113.1:443", "other.internet.test", "", c.wrap); r.reached() {
+					t.Errorf("BROKEN: --net-only www.internet.test, %s: SNI other.internet.test reached: %v", c.name, r)
+				}
+			}
+			for _, c := range []struct {
+				name string
+				wrap func(net.Conn) net.Conn
+			}{{"host after the wait", late}, {"host paused inside", stall}} {
+				if r := nameAttempt(t, only, "www.internet.test", "203.0.113.1:80", "", "other.internet.test", c.wrap); r.reached() {
+					t.Errorf("BROKEN: --net-only www.internet.test, %s: Host other.internet.test reached: %v", c.name, r)
+				}
+			}
+			deny := newSandboxMode(t, netpolicy.Options{Deny: []string{"www.internet.test"}}, mode)
+			if r := nameAttempt(t, deny, "", "203.0.113.1:443", "www.internet.test", "", plain); r.reached() {
+				t.Fatalf("control: the denied name's SNI at once: %v", r)
+			}
+			for _, c := range []struct {
+				name string
+				wrap func(net.Conn) net.Conn
+			}{{"sni after the wait", late}, {"sni in a second record", frag}} {
+				if r := nameAttempt(t, deny, "", "203.0.113.1:443", "www.internet.test", "", c.wrap); r.reached() {
+					t.Errorf("BROKEN: --deny-net www.internet.test, %s: SNI www.internet.test reached: %v", c.name, r)
+				}
+			}
+		})
+	}
+}
