@@ -309,6 +309,7 @@ var classes = func() []class {
 		mk("172.16.0.0/12", "private address (RFC 1918)"),
 		mk("192.168.0.0/16", "private address (RFC 1918)"),
 		mk("100.100.100.200/32", "cloud metadata address (Alibaba Cloud)"),
+		mk("168.63.129.16/32", "cloud metadata address (Azure's WireServer)"),
 		mk("100.64.0.0/10", "shared address (CGNAT, RFC 6598)"),
 		mk("169.254.0.0/16", "link-local address"),
 		mk("192.0.0.0/24", "IETF protocol assignment (RFC 6890)"),
@@ -357,9 +358,13 @@ func embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
 
 // metadataAddrs are the cloud metadata services' addresses besides
 // 169.254.169.254 (link-local): Alibaba Cloud's (in CGNAT's range), AWS's
-// and Google Cloud's IPv6 ones (ULAs). All are refused by default, and
-// kept from names as 169.254.169.254 is.
-var metadataAddrs = []netip.Addr{netip.MustParseAddr("100.100.100.200"), netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("fd20:ce::254")}
+// and Google Cloud's IPv6 ones (ULAs), and Azure's WireServer, at a
+// public address every Azure VM reaches (the VM's goal state, its
+// extensions' settings, and its certificates to a caller that sends a
+// certificate of its own; HostGAPlugin on port 32526), which no default
+// class would refuse. All are refused by default, and kept from names as
+// 169.254.169.254 is.
+var metadataAddrs = []netip.Addr{netip.MustParseAddr("100.100.100.200"), netip.MustParseAddr("fd00:ec2::254"), netip.MustParseAddr("fd20:ce::254"), netip.MustParseAddr("168.63.129.16")}
 
 // v4compat is ::/96, IPv4-compatible addresses: on a host with a sit0
 // device each of its IPv4 addresses is its own as ::a.b.c.d too.

@@ -41,6 +41,11 @@ func TestDecide(t *testing.T) {
 		{name: "alibaba metadata", q: Query{Addr: a("100.100.100.200"), Port: 80}, reason: "Alibaba"},
 		{name: "alibaba metadata by an allowed name", opts: Options{Allow: []string{"evil.test"}}, q: Query{Addr: a("100.100.100.200"), Port: 80, Names: []string{"evil.test"}}, reason: "Alibaba", hint: "--allow-net 100.100.100.200:80"},
 		{name: "siit metadata", q: Query{Addr: a("::ffff:0:a9fe:a9fe"), Port: 80}, reason: "through SIIT"},
+		// Azure's WireServer, at a public address (attack31).
+		{name: "azure wireserver", q: Query{Addr: a("168.63.129.16"), Port: 80}, reason: "Azure's WireServer", hint: "--allow-net 168.63.129.16:80"},
+		{name: "azure hostgaplugin by an allowed name", opts: Options{Allow: []string{"evil.test"}}, q: Query{Addr: a("168.63.129.16"), Port: 32526, Names: []string{"evil.test"}}, reason: "Azure's WireServer", hint: "--allow-net 168.63.129.16:32526"},
+		{name: "azure wireserver through nat64", q: Query{Addr: a("64:ff9b::a83f:8110"), Port: 80}, reason: "Azure's WireServer) (through NAT64)"},
+		{name: "azure's neighbour is public", q: Query{Addr: a("168.63.129.17"), Port: 80}, allow: true},
 		{name: "local-use nat64", q: Query{Addr: a("64:ff9b:1::a9fe:a9fe"), Port: 80}, reason: "RFC 8215"},
 		{name: "teredo", q: Query{Addr: a("2001:0:cb00:710a::3f57:fefe"), Port: 80}, reason: "Teredo"},
 		{name: "documentation v6 is not teredo", q: Query{Addr: a("2001:db8::1"), Port: 80}, allow: true},

@@ -10,11 +10,62 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rootfs-dev/rootfs/netpolicy"
 )
+
+// azureWire is Azure's WireServer (and HostGAPlugin, port 32526): a
+// public address every Azure VM reaches, which serves the VM's goal
+// state, its extensions' settings and, to a caller that sends a
+// certificate of its own, the VM's certificates encrypted for it.
+var azureWire = "168.63.129.16"
+
+func init() {
+	records["rebind-azure.test."] = []string{azureWire}
+}
+
+// worldAddr gives the world's w0 address a (with prefix bits) for the
+// test's life.
+func worldAddr(t *testing.T, a string) {
+	t.Helper()
+	w := setupWorld(t)
+	p := strconv.Itoa(w.pid)
+	run(t, "nsenter", "-t", p, "-n", "ip", "addr", "add", a, "dev", "w0")
+	t.Cleanup(func() { exec.Command("nsenter", "-t", p, "-n", "ip", "addr", "del", a, "dev", "w0").Run() })
+}
+
+// TestAttack31AzureWireServer: Azure's WireServer, 168.63.129.16, is
+// the cloud's metadata service of a kind, at a public address: by default
+// the server reaches it (goal state, extension settings with their
+// secrets, the VM's certificates), and a name allowed by --allow-net that
+// resolves to it reaches it too. It must be refused as 169.254.169.254
+// is, and kept from names. Negative control: the host's namespace
+// reaches it; an address rule allows it.
+func TestAttack31AzureWireServer(t *testing.T) {
+	worldAddr(t, azureWire+"/32")
+	if r := attempt(t, nil, azureWire+":80", ""); !r.reached() {
+		t.Fatalf("negative control (host network): %v", r)
+	}
+	for _, mode := range []dialMode{viaStack, viaFast, viaNoTUN} {
+		t.Run(mode.String(), func(t *testing.T) {
+			sb := newSandboxMode(t, netpolicy.Options{Allow: []string{"rebind-azure.test"}}, mode)
+			if r := attempt(t, sb, azureWire+":80", ""); r.reached() {
+				t.Errorf("BROKEN: the default policy reaches Azure's WireServer: %v", r)
+			}
+			if r := attempt(t, sb, "rebind-azure.test:80", ""); r.reached() {
+				t.Errorf("BROKEN: a name allowed by --allow-net reaches Azure's WireServer: %v", r)
+			}
+			ok := newSandboxMode(t, netpolicy.Options{Allow: []string{azureWire + ":80"}}, mode)
+			if r := attempt(t, ok, azureWire+":80", ""); !r.reached() {
+				t.Errorf("control: --allow-net %s:80 does not reach it: %v", azureWire, r)
+			}
+		})
+	}
+}
 
 // fragConn splits the first TLS record written through it (the
 // ClientHello) in two records, the first of 10 bytes: TLS allows a
