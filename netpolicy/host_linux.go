@@ -20,7 +20,11 @@ import (
 // unicast route with no gateway: the LAN, a VPN's networks) and the
 // networks of its addresses. A route through a nexthop object (ip
 // nexthop, RTA_NH_ID) is on-link when the object has no gateway; a
-// multipath route when one of its hops has none.
+// multipath route when one of its hops has none. The prefixes of local
+// routes, in any table, are its own addresses too: "ip route add local
+// 192.0.2.0/24 dev lo" (AnyIP, as IPv6 proxy pools and transparent
+// proxies use it) makes the host answer on every address of it, with
+// every service bound to 0.0.0.0 or [::], though no interface has them.
 func HostNow() (Host, error) {
 	var h Host
 	addrs, err := net.InterfaceAddrs()
@@ -50,9 +54,47 @@ func HostNow() (Host, error) {
 			if p, ok := onLink(m, nh); ok {
 				h.Nets = append(h.Nets, p)
 			}
+			if p, ok := localRoute(m); ok {
+				if p.IsSingleIP() {
+					h.Addrs = append(h.Addrs, p.Addr())
+				} else {
+					h.Local = append(h.Local, p)
+				}
+			}
 		}
 	}
 	return h, nil
+}
+
+// localRoute is the destination of m when m is a local route (RTN_LOCAL,
+// in any table) of a prefix beyond the loopback's, which the loopback
+// class refuses anyway. A local default route (a transparent proxy's, in
+// a table only marked packets use) is left out: it would refuse the
+// internet.
+func localRoute(m syscall.NetlinkMessage) (netip.Prefix, bool) {
+	if m.Header.Type != syscall.RTM_NEWROUTE || len(m.Data) < syscall.SizeofRtMsg {
+		return netip.Prefix{}, false
+	}
+	rt := (*syscall.RtMsg)(unsafe.Pointer(&m.Data[0]))
+	if rt.Type != syscall.RTN_LOCAL || rt.Dst_len == 0 {
+		return netip.Prefix{}, false
+	}
+	attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	for _, a := range attrs {
+		if a.Attr.Type != syscall.RTA_DST {
+			continue
+		}
+		dst, ok := netip.AddrFromSlice(a.Value)
+		if !ok || dst.Unmap().IsLoopback() {
+			return netip.Prefix{}, false
+		}
+		p, err := dst.Prefix(int(rt.Dst_len))
+		return p, err == nil
+	}
+	return netip.Prefix{}, false
 }
 
 // rtaNHID is RTA_NH_ID: the route's nexthop object. With the kernel's

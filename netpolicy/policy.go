@@ -38,6 +38,10 @@ type Options struct {
 type Host struct {
 	Addrs []netip.Addr
 	Nets  []netip.Prefix
+	// Local are prefixes the host takes as its own by a local route
+	// (AnyIP), beyond its interfaces' addresses: each address in them is
+	// the host's own, as Addrs are.
+	Local []netip.Prefix
 }
 
 // Policy is the parsed policy; only its view of the host changes
@@ -67,6 +71,17 @@ func (p *Policy) SetHost(h Host) {
 	for _, a := range h.Addrs {
 		n.Addrs = append(n.Addrs, a.Unmap().WithZone(""))
 	}
+	for _, pf := range h.Local {
+		a := pf.Addr().Unmap().WithZone("")
+		bits := pf.Bits()
+		if pf.Addr().Is4In6() {
+			bits -= 96
+		}
+		if bits <= 0 {
+			continue
+		}
+		n.Local = append(n.Local, netip.PrefixFrom(a, bits).Masked())
+	}
 	for _, pf := range h.Nets {
 		a := pf.Addr().Unmap().WithZone("")
 		bits := pf.Bits()
@@ -81,10 +96,22 @@ func (p *Policy) SetHost(h Host) {
 	p.host.Store(n)
 }
 
-// ownAddr reports whether a is one of the host's own addresses.
+// ownAddr reports whether a is one of the host's own addresses (of its
+// interfaces, or of a local route's prefix).
 func (p *Policy) ownAddr(a netip.Addr) bool {
 	h := p.host.Load()
-	return h != nil && slices.Contains(h.Addrs, a)
+	if h == nil {
+		return false
+	}
+	if slices.Contains(h.Addrs, a) {
+		return true
+	}
+	for _, l := range h.Local {
+		if l.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // hostNet is the host's on-link network that holds a, if any.

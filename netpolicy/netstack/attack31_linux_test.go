@@ -26,6 +26,7 @@ var azureWire = "168.63.129.16"
 
 func init() {
 	records["rebind-azure.test."] = []string{azureWire}
+	records["rebind-anyip.test."] = []string{"192.88.99.7"}
 }
 
 // worldAddr gives the world's w0 address a (with prefix bits) for the
@@ -62,6 +63,37 @@ func TestAttack31AzureWireServer(t *testing.T) {
 			ok := newSandboxMode(t, netpolicy.Options{Allow: []string{azureWire + ":80"}}, mode)
 			if r := attempt(t, ok, azureWire+":80", ""); !r.reached() {
 				t.Errorf("control: --allow-net %s:80 does not reach it: %v", azureWire, r)
+			}
+		})
+	}
+}
+
+// TestAttack31AnyIPLocalRoute: a host that takes a whole prefix as its
+// own by a local route (AnyIP: "ip route add local 192.88.99.0/24 dev
+// lo", as IPv6 proxy pools and transparent proxies do) answers on every
+// address of it with its services bound to 0.0.0.0 and [::]: those
+// addresses are the host's own as much as its interfaces' are, but no
+// interface lists them, so the default policy allowed them as the
+// public internet, and a name could allow them. Negative control: the
+// host's namespace reaches its service there.
+func TestAttack31AnyIPLocalRoute(t *testing.T) {
+	setupWorld(t)
+	for _, r := range [][]string{{"-4", "192.88.99.0/24"}, {"-6", "2001:db8:99::/64"}} {
+		run(t, "ip", r[0], "route", "add", "local", r[1], "dev", "lo")
+		t.Cleanup(func() { exec.Command("ip", r[0], "route", "del", "local", r[1], "dev", "lo").Run() })
+	}
+	for _, dst := range []string{"192.88.99.7:8080", "[2001:db8:99::7]:8080"} {
+		if r := attempt(t, nil, dst, ""); !r.reached() {
+			t.Fatalf("negative control (host network) %s: %v", dst, r)
+		}
+	}
+	for _, mode := range []dialMode{viaStack, viaFast, viaNoTUN} {
+		t.Run(mode.String(), func(t *testing.T) {
+			sb := newSandboxMode(t, netpolicy.Options{Allow: []string{"rebind-anyip.test"}}, mode)
+			for _, dst := range []string{"192.88.99.7:8080", "[2001:db8:99::7]:8080", "rebind-anyip.test:8080"} {
+				if r := attempt(t, sb, dst, ""); r.reached() {
+					t.Errorf("BROKEN: %s, the host's own by a local route, reached: %v", dst, r)
+				}
 			}
 		})
 	}
