@@ -250,3 +250,74 @@ func TestAttack31ServerNameUnchecked(t *testing.T) {
 		})
 	}
 }
+
+// quicInitialDatagram is a datagram as a QUIC client's first: a long header
+// (version 1, Initial) padded to 1200 bytes, whose ClientHello (and SNI)
+// is encrypted with keys only a QUIC parser derives.
+func quicInitialDatagram() []byte {
+	b := make([]byte, 1200)
+	b[0] = 0xc3                      // long header, fixed bit, Initial, 4-byte packet number
+	copy(b[1:5], []byte{0, 0, 0, 1}) // QUIC v1
+	b[5] = 8                         // DCID length
+	copy(b[6:14], "attack31")
+	return b
+}
+
+// udpSend sends each datagram of ds in turn on one socket connected to
+// dst, from the namespace of pid, and returns what each read gave: the
+// echo's first bytes, or the error.
+func udpSend(t *testing.T, pid int, dst string, ds ...[]byte) []string {
+	return inNS(t, pid, func() []string {
+		c, err := net.Dial("udp4", dst)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		defer c.Close()
+		var out []string
+		for _, d := range ds {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			if _, err := c.Write(d); err != nil {
+				out = append(out, err.Error())
+				continue
+			}
+			b := make([]byte, 2048)
+			n, err := c.Read(b)
+			if err != nil {
+				out = append(out, err.Error())
+				continue
+			}
+			out = append(out, string(b[:min(n, 10)]))
+		}
+		return out
+	})
+}
+
+// TestAttack31QUICByName: a name rule allows UDP to the addresses the
+// name resolved to (--net-only www.internet.test: HTTP/3 to it), but a
+// QUIC Initial carries its ClientHello encrypted, so the SNI that TCP
+// must show is never checked: at a CDN's address, HTTP/3 names any site
+// it serves. Such a datagram, first on its flow or after others, must
+// be refused (ICMP port unreachable: HTTP/3 clients fall back to TCP,
+// where the SNI is checked). Controls: other datagrams on the flow pass;
+// under an address rule, where no name decides, QUIC passes.
+func TestAttack31QUICByName(t *testing.T) {
+	const dst = "203.0.113.1:4433"
+	sb := newSandbox(t, netpolicy.Options{Only: []string{"www.internet.test"}})
+	if err := inNS(t, sb.pid, func() error { _, err := resolve("www.internet.test"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	got := udpSend(t, sb.pid, dst, []byte("ping"))
+	if got[0] != "echo ping" {
+		t.Fatalf("control: a datagram to the allowed name's address: %q", got)
+	}
+	if got := udpSend(t, sb.pid, dst, quicInitialDatagram()); got[0] == "echo \xc3\x00\x00\x00\x01" {
+		t.Errorf("BROKEN: a QUIC Initial to an address allowed by name, first on its flow, reached: %q", got)
+	}
+	if got := udpSend(t, sb.pid, dst, []byte("ping"), quicInitialDatagram()); got[1] == "echo \xc3\x00\x00\x00\x01" {
+		t.Errorf("BROKEN: a QUIC Initial to an address allowed by name, after another datagram, reached: %q", got)
+	}
+	byAddr := newSandbox(t, netpolicy.Options{Only: []string{dst}})
+	if got := udpSend(t, byAddr.pid, dst, quicInitialDatagram()); got[0] != "echo \xc3\x00\x00\x00\x01" {
+		t.Errorf("control: a QUIC Initial under an address rule: %q", got)
+	}
+}

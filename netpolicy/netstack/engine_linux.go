@@ -2,6 +2,7 @@ package netstack
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -231,8 +232,12 @@ func New(tun *os.File, o Options) (*Engine, error) {
 	// which delivers packets to them at once.
 	fwd := tcp.NewForwarder(s, 0, maxInFlight, e.handleTCP)
 	s.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
-	ufwd := udp.NewForwarder(s, e.handleUDP)
-	s.SetTransportProtocolHandler(udp.ProtocolNumber, ufwd.HandlePacket)
+	// UDP's as gVisor's forwarder hands it over (a request on a copy of
+	// the datagram), with a look at the datagram first.
+	s.SetTransportProtocolHandler(udp.ProtocolNumber, func(id stack.TransportEndpointID, pkt *stack.PacketBuffer) bool {
+		head, _ := pkt.Data().PullUp(min(pkt.Data().Size(), quicHead))
+		return e.handleUDP(udp.NewForwarderRequest(s, id, pkt.Clone()), quicInitial(head, pkt.Data().Size()))
+	})
 	e.nic.stack, e.nic.ep = s, ep
 	if terr := s.CreateNIC(nicID, ep); terr != nil {
 		s.Close()
@@ -606,7 +611,14 @@ const copyBuf = 64 << 10
 // makes that EHOSTUNREACH, which clients take for a broken path rather
 // than for "not here, use TCP". A refused flow gets no endpoint, so each
 // of its datagrams comes here, and is recorded, once.
-func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
+//
+// quic says the datagram is a QUIC client's first (quicInitial). On a
+// flow that only a name allows, such a datagram is refused, the first or
+// a later one: its ClientHello is encrypted, so the server name that a
+// TCP connection must show is never seen (at a CDN's address, HTTP/3
+// would reach any site it serves), and an HTTP/3 client refused falls
+// back to TCP, where it is checked.
+func (e *Engine) handleUDP(r *udp.ForwarderRequest, quic bool) bool {
 	id := r.ID()
 	dst, port := addrOf(id.LocalAddress), id.LocalPort
 	if dst == Gateway && port == 53 {
@@ -632,6 +644,11 @@ func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
 		e.ref.refuse("udp", dstString(dst, port, names), d)
 		return false // ICMP port unreachable
 	}
+	byName := !e.pol.Decide(netpolicy.Query{Addr: dst, Port: port, UDP: true}).Allow
+	if byName && quic {
+		e.ref.refuse("udp", dstString(dst, port, names), quicByName(dst, port))
+		return false
+	}
 	if !e.acquire() {
 		// Refused as TCP is at this limit (an RST there): a datagram
 		// dropped here would leave the client waiting, and the flows
@@ -655,24 +672,52 @@ func (e *Engine) handleUDP(r *udp.ForwarderRequest) bool {
 			return
 		}
 		defer up.Close()
-		relay := func(dst, src net.Conn) {
+		relay := func(to, src net.Conn, check bool) {
 			b := make([]byte, 64<<10)
 			for {
 				_ = src.SetReadDeadline(time.Now().Add(udpIdle))
 				n, err := src.Read(b)
+				if err == nil && check && quicInitial(b[:n], n) {
+					e.ref.refuse("udp", dstString(dst, port, names), quicByName(dst, port))
+					err = errQUICByName
+				}
 				if err != nil {
-					dst.Close()
+					to.Close()
 					src.Close()
 					return
 				}
-				_, _ = dst.Write(b[:n])
+				_, _ = to.Write(b[:n])
 			}
 		}
-		go relay(up, c)
-		relay(c, up)
+		go relay(up, c, byName)
+		relay(c, up, false)
 	}()
 	return true
 }
+
+// quicHead is how much of a datagram quicInitial reads.
+const quicHead = 5
+
+// quicInitial says whether a datagram of size bytes that starts with
+// head is a QUIC client's first: a long header (RFC 8999: the form bit
+// and, in every version so far, the fixed bit) of a version (0 is a
+// server's version negotiation), in a datagram of at least 1200 bytes,
+// which a server requires of a client's Initial (RFC 9000 14.1) and
+// which NTP, DNS or RTP, whose first bytes can look alike, never are.
+func quicInitial(head []byte, size int) bool {
+	return size >= 1200 && len(head) >= quicHead && head[0]&0xc0 == 0xc0 && binary.BigEndian.Uint32(head[1:5]) != 0
+}
+
+// quicByName is the refusal of a QUIC client's datagram on a flow that
+// only a name allows.
+func quicByName(dst netip.Addr, port uint16) netpolicy.Decision {
+	return netpolicy.Decision{
+		Reason: "QUIC to an address allowed by name: the server name is encrypted in its first packet and cannot be checked (HTTP/3 clients fall back to TCP, where it is)",
+		Hint:   "--allow-net " + netip.AddrPortFrom(dst, port).String(),
+	}
+}
+
+var errQUICByName = errors.New("QUIC on a flow allowed by name")
 
 // serveDNS answers the questions of one client endpoint until it idles.
 func (e *Engine) serveDNS(c *gonet.UDPConn) {
