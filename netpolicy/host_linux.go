@@ -20,11 +20,13 @@ import (
 // unicast route with no gateway: the LAN, a VPN's networks) and the
 // networks of its addresses. A route through a nexthop object (ip
 // nexthop, RTA_NH_ID) is on-link when the object has no gateway; a
-// multipath route when one of its hops has none. The prefixes of local
-// routes, in any table, are its own addresses too: "ip route add local
-// 192.0.2.0/24 dev lo" (AnyIP, as IPv6 proxy pools and transparent
-// proxies use it) makes the host answer on every address of it, with
-// every service bound to 0.0.0.0 or [::], though no interface has them.
+// multipath route when one of its hops has none. So are the networks a
+// VPN routes through its gateway on its own device (vpnRoute). The
+// prefixes of local routes, in any table, are its own addresses too: "ip
+// route add local 192.0.2.0/24 dev lo" (AnyIP, as IPv6 proxy pools and
+// transparent proxies use it) makes the host answer on every address of
+// it, with every service bound to 0.0.0.0 or [::], though no interface
+// has them.
 func HostNow() (Host, error) {
 	var h Host
 	addrs, err := net.InterfaceAddrs()
@@ -41,6 +43,7 @@ func HostNow() (Host, error) {
 	if err != nil {
 		return h, err
 	}
+	var routes []syscall.NetlinkMessage
 	for _, family := range []int{syscall.AF_INET, syscall.AF_INET6} {
 		rib, err := syscall.NetlinkRIB(syscall.RTM_GETROUTE, family)
 		if err != nil {
@@ -50,16 +53,28 @@ func HostNow() (Host, error) {
 		if err != nil {
 			return h, os.NewSyscallError("netlink RTM_GETROUTE", err)
 		}
-		for _, m := range msgs {
-			if p, ok := onLink(m, nh); ok {
-				h.Nets = append(h.Nets, p)
+		routes = append(routes, msgs...)
+	}
+	defaults := map[uint32]bool{} // the devices of default routes, any table
+	for _, m := range routes {
+		if r, ok := parseRoute(m); ok && r.bits == 0 {
+			for _, oif := range r.oifs {
+				defaults[oif] = true
 			}
-			if p, ok := localRoute(m); ok {
-				if p.IsSingleIP() {
-					h.Addrs = append(h.Addrs, p.Addr())
-				} else {
-					h.Local = append(h.Local, p)
-				}
+		}
+	}
+	for _, m := range routes {
+		if p, ok := onLink(m, nh); ok {
+			h.Nets = append(h.Nets, p)
+		}
+		if p, ok := vpnRoute(m, defaults); ok {
+			h.Nets = append(h.Nets, p)
+		}
+		if p, ok := localRoute(m); ok {
+			if p.IsSingleIP() {
+				h.Addrs = append(h.Addrs, p.Addr())
+			} else {
+				h.Local = append(h.Local, p)
 			}
 		}
 	}
@@ -95,6 +110,83 @@ func localRoute(m syscall.NetlinkMessage) (netip.Prefix, bool) {
 		return p, err == nil
 	}
 	return netip.Prefix{}, false
+}
+
+// route is what vpnRoute reads of a unicast route.
+type route struct {
+	dst     netip.Addr
+	bits    int
+	oif     uint32   // the output device (RTA_OIF), 0 when none is named
+	oifs    []uint32 // oif, or the devices of a multipath route's hops
+	gateway bool     // through a gateway (RTA_GATEWAY or RTA_VIA)
+}
+
+// parseRoute reads m when it is a unicast route of a table but local.
+func parseRoute(m syscall.NetlinkMessage) (route, bool) {
+	var r route
+	if m.Header.Type != syscall.RTM_NEWROUTE || len(m.Data) < syscall.SizeofRtMsg {
+		return r, false
+	}
+	rt := (*syscall.RtMsg)(unsafe.Pointer(&m.Data[0]))
+	if rt.Type != syscall.RTN_UNICAST || rt.Table == syscall.RT_TABLE_LOCAL {
+		return r, false
+	}
+	attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+	if err != nil {
+		return r, false
+	}
+	r.bits = int(rt.Dst_len)
+	for _, a := range attrs {
+		switch a.Attr.Type {
+		case syscall.RTA_DST:
+			r.dst, _ = netip.AddrFromSlice(a.Value)
+		case syscall.RTA_OIF:
+			if len(a.Value) == 4 {
+				r.oif = binary.NativeEndian.Uint32(a.Value)
+				r.oifs = append(r.oifs, r.oif)
+			}
+		case unix.RTA_MULTIPATH:
+			for b := a.Value; len(b) >= unix.SizeofRtNexthop; {
+				l := int(binary.NativeEndian.Uint16(b[0:2]))
+				if l < unix.SizeofRtNexthop || l > len(b) {
+					break
+				}
+				r.oifs = append(r.oifs, binary.NativeEndian.Uint32(b[4:8]))
+				b = b[min(align4(l), len(b)):]
+			}
+		case syscall.RTA_GATEWAY, unix.RTA_VIA:
+			r.gateway = true
+		case syscall.RTA_TABLE:
+			if len(a.Value) == 4 && binary.NativeEndian.Uint32(a.Value) == syscall.RT_TABLE_LOCAL {
+				return r, false
+			}
+		}
+	}
+	return r, true
+}
+
+// vpnRoute is the destination of m when m is a route through a gateway
+// on a device that carries no default route (defaults, by index), of a
+// prefix of at least /8 (IPv6: /16): the networks a VPN pushes
+// ("203.0.113.0/24 via 10.8.0.1 dev tun0", OpenVPN's), which may be
+// public addresses only the host's side reaches. A full tunnel's halves
+// (0.0.0.0/1 and 128.0.0.0/1) are wider, and a route through the
+// default route's device (to the VPN's server, a static route of the
+// LAN) is the internet's way or private anyway.
+func vpnRoute(m syscall.NetlinkMessage, defaults map[uint32]bool) (netip.Prefix, bool) {
+	r, ok := parseRoute(m)
+	if !ok || !r.gateway || r.oif == 0 || defaults[r.oif] || !r.dst.IsValid() {
+		return netip.Prefix{}, false
+	}
+	minBits := 8
+	if r.dst.Is6() {
+		minBits = 16
+	}
+	if r.bits < minBits {
+		return netip.Prefix{}, false
+	}
+	p, err := r.dst.Prefix(r.bits)
+	return p, err == nil
 }
 
 // rtaNHID is RTA_NH_ID: the route's nexthop object. With the kernel's

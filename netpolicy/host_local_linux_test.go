@@ -80,3 +80,55 @@ func TestWatchHostLocalRouteAdded(t *testing.T) {
 		t.Error(failed)
 	}
 }
+
+// TestHostNowVPNRoutes: the networks a VPN pushes as routes through its
+// gateway on its own device (OpenVPN: "203.0.113.0/24 via 10.8.0.1 dev
+// tun0") are the host's side, as the on-link networks of one are, and
+// refused by default. Controls: a full tunnel's halves (0.0.0.0/1,
+// 128.0.0.0/1 via the VPN), a route through the default route's device
+// (to the VPN's server) and the internet beside them stay allowed; and
+// without the route, the pushed network is allowed (as it was before).
+func TestHostNowVPNRoutes(t *testing.T) {
+	read := func(pushed bool) Host {
+		var h Host
+		var err error
+		inNewNetNS(t, func() {
+			hostLAN()
+			ipCmd("route", "add", "default", "via", "198.51.100.1", "dev", "d0")
+			ipCmd("link", "add", "vpn0", "type", "veth", "peer", "name", "vpn1")
+			ipCmd("link", "set", "vpn0", "addrgenmode", "none")
+			ipCmd("link", "set", "vpn0", "up")
+			ipCmd("link", "set", "vpn1", "up")
+			ipCmd("addr", "add", "10.8.0.6/32", "peer", "10.8.0.5", "dev", "vpn0")
+			ipCmd("-6", "addr", "add", "fd88::6/64", "dev", "vpn0", "nodad")
+			ipCmd("route", "add", "0.0.0.0/1", "via", "10.8.0.5", "dev", "vpn0")
+			ipCmd("route", "add", "128.0.0.0/1", "via", "10.8.0.5", "dev", "vpn0")
+			ipCmd("route", "add", "192.0.2.0/24", "via", "198.51.100.1", "dev", "d0")
+			if pushed {
+				ipCmd("route", "add", "203.0.113.0/24", "via", "10.8.0.5", "dev", "vpn0")
+				ipCmd("-6", "route", "add", "2001:db8:77::/48", "via", "fd88::5", "dev", "vpn0")
+			}
+			h, err = HostNow()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	p, _ := New(Options{})
+	p.SetHost(read(true))
+	for _, s := range []string{"203.0.113.9", "2001:db8:77::9"} {
+		if d := p.Decide(Query{Addr: netip.MustParseAddr(s), Port: 443}); d.Allow {
+			t.Errorf("BROKEN: %s, pushed by the VPN, is allowed: %+v", s, d)
+		}
+	}
+	for _, s := range []string{"192.0.2.9", "8.8.8.8", "203.0.114.9", "2001:db8:78::9"} {
+		if d := p.Decide(Query{Addr: netip.MustParseAddr(s), Port: 443}); !d.Allow {
+			t.Errorf("control: %s is refused: %+v", s, d)
+		}
+	}
+	p.SetHost(read(false))
+	if d := p.Decide(Query{Addr: netip.MustParseAddr("203.0.113.9"), Port: 443}); !d.Allow {
+		t.Errorf("control: without the pushed route, 203.0.113.9 is refused: %+v", d)
+	}
+}
