@@ -150,13 +150,24 @@ func TestHostNowMultipathOnLink(t *testing.T) {
 // route that uses it, with no route notification when the kernel's
 // nexthop compatibility is off; the watcher follows it all the same.
 func TestWatchHostNexthopReplaced(t *testing.T) {
+	watchRefuses(t, netip.MustParseAddr("2001:db8:88::1"), func() {
+		ipCmd("-6", "nexthop", "add", "id", "3", "via", "2001:db8:5::1", "dev", "d0")
+		ipCmd("-6", "route", "add", "2001:db8:88::/48", "nhid", "3")
+	}, func() {
+		ipCmd("-6", "nexthop", "replace", "id", "3", "dev", "d0")
+	}, "the nexthop object now on-link: its route's network is still allowed")
+}
+
+// watchRefuses watches the host's side of a new namespace with hostLAN,
+// made as setup says, and fails with msg unless target, allowed at
+// first (the control), is refused within 5 s of change.
+func watchRefuses(t *testing.T, target netip.Addr, setup, change func(), msg string) {
+	t.Helper()
 	p, _ := New(Options{})
-	target := netip.MustParseAddr("2001:db8:88::1")
 	var failed string
 	inNewNetNS(t, func() {
 		hostLAN()
-		ipCmd("-6", "nexthop", "add", "id", "3", "via", "2001:db8:5::1", "dev", "d0")
-		ipCmd("-6", "route", "add", "2001:db8:88::/48", "nhid", "3")
+		setup()
 		stop, err := WatchHost(p)
 		if err != nil {
 			failed = err.Error()
@@ -164,16 +175,16 @@ func TestWatchHostNexthopReplaced(t *testing.T) {
 		}
 		defer stop()
 		if _, refused := p.Classify(target); refused {
-			failed = "control: routed through a gateway, refused at start"
+			failed = "control: refused before the change"
 			return
 		}
-		ipCmd("-6", "nexthop", "replace", "id", "3", "dev", "d0")
+		change()
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 			if _, refused := p.Classify(target); refused {
 				return
 			}
 		}
-		failed = "the nexthop object now on-link: its route's network is still allowed"
+		failed = msg
 	})
 	if failed != "" {
 		t.Error(failed)
