@@ -50,8 +50,9 @@ type Policy struct {
 	allow, deny []Rule
 	only        bool
 	host        atomic.Pointer[Host]
-	nameRules   bool // some rule matches by name
-	prefixAllow bool // some allow rule matches by address
+	nat64       atomic.Pointer[[]netip.Prefix] // the network's own (SetNAT64)
+	nameRules   bool                           // some rule matches by name
+	prefixAllow bool                           // some allow rule matches by address
 }
 
 // Networks narrower than these are taken as the host's own (HostNets);
@@ -370,7 +371,7 @@ var siit = netip.MustParsePrefix("::ffff:0:0:0/96")
 
 // embedded4 is the IPv4 address a carries through NAT64, 6to4 or SIIT,
 // and how.
-func embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
+func (p *Policy) embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
 	b := a.As16()
 	switch {
 	case nat64.Contains(a):
@@ -380,7 +381,76 @@ func embedded4(a netip.Addr) (v4 netip.Addr, how string, ok bool) {
 	case siit.Contains(a):
 		return netip.AddrFrom4([4]byte(b[12:16])), "SIIT", true
 	}
+	if ps := p.nat64.Load(); ps != nil {
+		for _, pf := range *ps {
+			if pf.Contains(a) {
+				return nat64Embedded(a, pf.Bits()), "the network's NAT64", true
+			}
+		}
+	}
 	return netip.Addr{}, "", false
+}
+
+// SetNAT64 gives the policy the network's own NAT64 prefixes (RFC 6052's
+// network-specific prefixes, as NAT64Prefixes finds them): an IPv4
+// address one carries is judged as that address, as one in the
+// well-known prefix is. Without them such an address is judged as the
+// IPv6 address it is, and the host's NAT64 would carry it to a private
+// IPv4 network.
+func (p *Policy) SetNAT64(ps []netip.Prefix) {
+	var keep []netip.Prefix
+	for _, pf := range ps {
+		if pf.Addr().Is6() && !pf.Addr().Is4In6() && slices.Contains(nat64Lens, pf.Bits()) {
+			keep = append(keep, pf.Masked())
+		}
+	}
+	p.nat64.Store(&keep)
+}
+
+// nat64Lens are the prefix lengths RFC 6052 allows a NAT64 prefix.
+var nat64Lens = []int{96, 64, 56, 48, 40, 32}
+
+// nat64Embedded is the IPv4 address a carries after a NAT64 prefix of
+// bits (one of nat64Lens): RFC 6052 2.2 puts it after the prefix and
+// around bits 64-71, which stay 0.
+func nat64Embedded(a netip.Addr, bits int) netip.Addr {
+	b := a.As16()
+	var v []byte
+	for i := bits / 8; len(v) < 4; i++ {
+		if i != 8 {
+			v = append(v, b[i])
+		}
+	}
+	return netip.AddrFrom4([4]byte(v))
+}
+
+// ipv4onlyArpa are the addresses ipv4only.arpa has (RFC 7050): a DNS64
+// answers its AAAA question with them under the network's NAT64 prefix.
+var ipv4onlyArpa = []netip.Addr{netip.MustParseAddr("192.0.0.170"), netip.MustParseAddr("192.0.0.171")}
+
+// NAT64Prefixes finds the NAT64 prefixes of a DNS64's answers to the AAAA
+// question for ipv4only.arpa (RFC 7050 3): each answer with one of that
+// name's IPv4 addresses at a position RFC 6052 allows gives its prefix.
+// The well-known prefix, which the policy knows already, is left out.
+func NAT64Prefixes(answers []netip.Addr) []netip.Prefix {
+	var ps []netip.Prefix
+	for _, a := range answers {
+		if !a.Is6() || a.Is4In6() || nat64.Contains(a) {
+			continue
+		}
+		for _, bits := range nat64Lens {
+			if bits < 64 && a.As16()[8] != 0 {
+				continue // bits 64-71 of an RFC 6052 address are 0
+			}
+			if slices.Contains(ipv4onlyArpa, nat64Embedded(a, bits)) {
+				if pf, err := a.Prefix(bits); err == nil && !slices.Contains(ps, pf) {
+					ps = append(ps, pf)
+				}
+				break
+			}
+		}
+	}
+	return ps
 }
 
 // metadataAddrs are the cloud metadata services' addresses besides
@@ -409,7 +479,7 @@ func (p *Policy) nameProof(a netip.Addr) bool {
 	if proof(a) {
 		return true
 	}
-	if v4, _, ok := embedded4(a); ok {
+	if v4, _, ok := p.embedded4(a); ok {
 		return proof(v4)
 	}
 	if v4compat.Contains(a) {
@@ -427,7 +497,7 @@ func (p *Policy) Classify(a netip.Addr) (name string, refused bool) {
 	if p.ownAddr(a) {
 		return "the host's own address", true
 	}
-	if v4, how, ok := embedded4(a); ok { // judged as the IPv4 address it carries
+	if v4, how, ok := p.embedded4(a); ok { // judged as the IPv4 address it carries
 		if n, r := p.Classify(v4); r {
 			return n + " (through " + how + ")", true
 		}

@@ -258,3 +258,47 @@ func TestSetHost(t *testing.T) {
 		t.Errorf("after the host lost it: %+v", d)
 	}
 }
+
+// TestNAT64Prefixes: a DNS64's AAAA answers for ipv4only.arpa give the
+// network's NAT64 prefix at every length RFC 6052 allows (192.0.0.170
+// or .171 after it, around bits 64-71), the well-known prefix and other
+// answers none; with SetNAT64 an address under the prefix is judged as
+// the IPv4 address it carries. Negative control: without it, the same
+// address is allowed as public IPv6.
+func TestNAT64Prefixes(t *testing.T) {
+	embed := func(prefix string, v4 string) netip.Addr {
+		pf := netip.MustParsePrefix(prefix)
+		b := pf.Addr().As16()
+		v := netip.MustParseAddr(v4).As4()
+		j := 0
+		for i := pf.Bits() / 8; j < 4; i++ {
+			if i != 8 {
+				b[i] = v[j]
+				j++
+			}
+		}
+		return netip.AddrFrom16(b)
+	}
+	for _, prefix := range []string{"2001:db8:64::/96", "2001:db8:64::/64", "2001:db8:64::/56", "2001:db8:64::/48", "2001:db8:6400::/40", "2001:db8::/32"} {
+		got := NAT64Prefixes([]netip.Addr{embed(prefix, "192.0.0.170"), embed(prefix, "192.0.0.171"), netip.MustParseAddr("64:ff9b::c000:aa"), netip.MustParseAddr("2001:db8:1::1")})
+		if len(got) != 1 || got[0] != netip.MustParsePrefix(prefix) {
+			t.Errorf("%s: found %v", prefix, got)
+			continue
+		}
+		lan := embed(prefix, "192.168.77.1")
+		p, _ := New(Options{})
+		if d := p.Decide(Query{Addr: lan, Port: 80}); !d.Allow {
+			t.Errorf("control: %s (%s) refused without the prefix: %+v", lan, prefix, d)
+		}
+		p.SetNAT64(got)
+		if d := p.Decide(Query{Addr: lan, Port: 80}); d.Allow || !strings.Contains(d.Reason, "RFC 1918") || !strings.Contains(d.Reason, "NAT64") {
+			t.Errorf("%s (%s): %+v, want refused as RFC 1918 through the network's NAT64", lan, prefix, d)
+		}
+		if d := p.Decide(Query{Addr: embed(prefix, "203.0.113.1"), Port: 80}); !d.Allow {
+			t.Errorf("%s: a public IPv4 address through it is refused: %+v", prefix, d)
+		}
+	}
+	if got := NAT64Prefixes([]netip.Addr{netip.MustParseAddr("64:ff9b::c000:aa")}); len(got) != 0 {
+		t.Errorf("the well-known prefix found again: %v", got)
+	}
+}

@@ -114,12 +114,15 @@ type Engine struct {
 	ref      *refusals
 	upstream string
 	ipv6     bool
-	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
-	flows    chan struct{} // semaphore of MaxFlows
-	dnsSem   chan struct{}
-	dnsTCP   chan struct{} // semaphore of maxDNSTCP
-	dnsUDP   chan struct{} // semaphore of maxDNSFlows
-	nic      nic
+	// nat64Done is closed once the network's NAT64 prefixes are known
+	// (discoverNAT64): an IPv6 destination waits for it to be judged.
+	nat64Done chan struct{}
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	flows     chan struct{} // semaphore of MaxFlows
+	dnsSem    chan struct{}
+	dnsTCP    chan struct{} // semaphore of maxDNSTCP
+	dnsUDP    chan struct{} // semaphore of maxDNSFlows
+	nic       nic
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -197,6 +200,12 @@ func New(tun *os.File, o Options) (*Engine, error) {
 		ipv6: o.IPv6, dial: o.Dial, flows: make(chan struct{}, o.MaxFlows), dnsSem: make(chan struct{}, maxDNS), dnsTCP: make(chan struct{}, maxDNSTCP), dnsUDP: make(chan struct{}, maxDNSFlows), nic: nic{tun: tun},
 		relays: make(map[net.Conn]net.Conn), orphanWait: orphanWait}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.nat64Done = make(chan struct{})
+	if e.ipv6 {
+		go e.discoverNAT64()
+	} else {
+		close(e.nat64Done)
+	}
 	if tun == nil {
 		e.log.Debug("network: engine started without a device: the fast path and the resolver on lo", zap.String("gateway", Gateway.String()), zap.String("dns_upstream", e.upstream))
 		return e, nil
@@ -425,6 +434,7 @@ func (e *Engine) handleTCP(r *tcp.ForwarderRequest) {
 		e.ref.refuse("tcp", dstString(dst, port, nil), tooMany)
 		return
 	}
+	e.nat64Wait(dst)
 	names := e.table.Names(dst)
 	q := netpolicy.Query{Addr: dst, Port: port, Names: names}
 	if d := e.pol.Decide(q); !d.Allow {
@@ -639,6 +649,7 @@ func (e *Engine) handleUDP(r *udp.ForwarderRequest, quic bool) bool {
 		}()
 		return true
 	}
+	e.nat64Wait(dst)
 	names := e.table.Names(dst)
 	if d := e.pol.Decide(netpolicy.Query{Addr: dst, Port: port, Names: names, UDP: true}); !d.Allow {
 		e.ref.refuse("udp", dstString(dst, port, names), d)
@@ -848,6 +859,56 @@ func (e *Engine) acceptEach(l net.Listener, what string, handle func(net.Conn)) 
 	}
 }
 
+// nat64Ask bounds the question for the network's NAT64 prefixes.
+const nat64Ask = 2 * time.Second
+
+// discoverNAT64 asks the host's resolver for ipv4only.arpa's AAAA records
+// (RFC 7050): where the network has a DNS64 and a NAT64 of its own
+// prefix, the answers carry that prefix, and the policy then judges the
+// IPv4 address an address in it carries (Policy.SetNAT64). It closes
+// nat64Done when it knows, or has given up.
+func (e *Engine) discoverNAT64() {
+	defer close(e.nat64Done)
+	ctx, cancel := context.WithTimeout(e.ctx, nat64Ask)
+	defer cancel()
+	m := new(dns.Msg)
+	m.SetQuestion("ipv4only.arpa.", dns.TypeAAAA)
+	cl := &dns.Client{Timeout: nat64Ask}
+	resp, _, err := cl.ExchangeContext(ctx, m, e.upstream)
+	if err != nil {
+		e.log.Debug("network: NAT64 prefix: no answer", zap.Error(err))
+		return
+	}
+	var addrs []netip.Addr
+	for _, rr := range resp.Answer {
+		if r, ok := rr.(*dns.AAAA); ok {
+			if a, ok := netip.AddrFromSlice(r.AAAA); ok {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	if ps := netpolicy.NAT64Prefixes(addrs); len(ps) > 0 {
+		e.pol.SetNAT64(ps)
+		e.log.Debug("network: the network's NAT64 prefixes: the IPv4 addresses they carry are judged as IPv4", zap.Stringers("prefixes", ps))
+	}
+}
+
+// nat64Wait waits, for an IPv6 destination, until the network's NAT64
+// prefixes are known (at most nat64Ask after the engine's start).
+func (e *Engine) nat64Wait(dst netip.Addr) {
+	if dst.Is6() && !dst.Is4In6() {
+		e.nat64Known()
+	}
+}
+
+// nat64Known waits until the network's NAT64 prefixes are known.
+func (e *Engine) nat64Known() {
+	select {
+	case <-e.nat64Done:
+	case <-e.ctx.Done():
+	}
+}
+
 // answer is the answer to one DNS query message, nil to drop it; over
 // UDP it is truncated to what the client can take (512 bytes, or its
 // EDNS0 size), so it asks again over TCP.
@@ -893,6 +954,7 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		return reply(dns.RcodeServerFailure)
 	}
 	resp.Id = m.Id
+	e.nat64Known() // an IPv6 address in the answer is judged with them
 	keep, chain, d := e.filterAnswer(name, m.IsEdns0() != nil, resp)
 	if !d.Allow {
 		// The name is there; none of its addresses is the sandbox's:

@@ -364,6 +364,7 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 // parseSockaddr gives it), with the names that resolved to its address.
 func (e *Engine) query(dst netip.AddrPort) netpolicy.Query {
 	a := dst.Addr().Unmap()
+	e.nat64Wait(a)
 	return netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
 }
 

@@ -240,6 +240,11 @@ func setupWorld(t testing.TB) *world {
 		{"-6", "addr", "add", internet6.String() + "/64", "dev", "w0", "nodad"},
 		{"-6", "addr", "add", lan6.String() + "/64", "dev", "w0", "nodad"},
 		{"-6", "addr", "add", metadata6.String() + "/128", "dev", "w0", "nodad"},
+		// What a NAT64 of the network's own prefix (2001:db8:64::/96,
+		// ipv4only.arpa's AAAA below) would reach: the LAN's 192.168.77.1
+		// and the internet's 203.0.113.1.
+		{"-6", "addr", "add", "2001:db8:64::c0a8:4d01/128", "dev", "w0", "nodad"},
+		{"-6", "addr", "add", "2001:db8:64::cb00:7101/128", "dev", "w0", "nodad"},
 	} {
 		run(t, "nsenter", append([]string{"-t", p, "-n", "ip"}, args...)...)
 	}
@@ -391,7 +396,10 @@ var records6 = map[string][]string{
 	"rebind6-meta.test.":    {"fd00:ec2::254"},
 	"rebind6-mapped.test.":  {"::ffff:127.0.0.1"},
 	"rebind6-nat64.test.":   {"64:ff9b::a9fe:a9fe"},
-	"mixed6.test.":          {"fd12:3456:789a::1", "2001:db8:113::1"},
+	"rebind6-nsp.test.":     {"2001:db8:64::c0a8:4d01"},
+	// A DNS64 with a NAT64 of the network's own prefix (RFC 7050).
+	"ipv4only.arpa.": {"2001:db8:64::c000:aa", "2001:db8:64::c000:ab"},
+	"mixed6.test.":   {"fd12:3456:789a::1", "2001:db8:113::1"},
 }
 
 // httpsRecords are the test zone's HTTPS records (service bindings),

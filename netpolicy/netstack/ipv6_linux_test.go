@@ -31,6 +31,12 @@ func TestIPv6DefaultPolicy(t *testing.T) {
 		{name: "host loopback", dst: "[::1]:5432", want: "connection refused", control: true},
 		{name: "host's own address", dst: "[2001:db8:51::2]:8080", want: "connection refused", control: true},
 		{name: "metadata through NAT64", dst: "[64:ff9b::a9fe:a9fe]:80", want: "connection refused"},
+		// The network's own NAT64 prefix, which its DNS64 gives
+		// ipv4only.arpa (the test zone): the control reaches what the
+		// NAT64 would carry to the LAN.
+		{name: "lan through the network's NAT64", dst: "[2001:db8:64::c0a8:4d01]:80", want: "connection refused", control: true},
+		{name: "internet through the network's NAT64", dst: "[2001:db8:64::cb00:7101]:80", reach: true, want: "world [2001:db8:64::cb00:7101]:80", control: true},
+		{name: "rebinding to the lan through the network's NAT64", dst: "rebind6-nsp.test:80", six: true, want: "no address"},
 	})
 }
 
