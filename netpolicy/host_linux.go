@@ -39,7 +39,7 @@ func HostNow() (Host, error) {
 			h.Nets = append(h.Nets, p.Masked())
 		}
 	}
-	nh, err := nexthops()
+	nh, nhDevs, err := nexthops()
 	if err != nil {
 		return h, err
 	}
@@ -55,19 +55,33 @@ func HostNow() (Host, error) {
 		}
 		routes = append(routes, msgs...)
 	}
-	defaults := map[uint32]bool{} // the devices of default routes, any table
+	// The devices of default routes, any table; one through a nexthop
+	// object has its object's (with nexthop_compat_mode off, the route
+	// names none). Where no default route's device is known (none, as
+	// on a host with a full BGP table, or one of unknown way), routes
+	// through gateways are the internet's way, and none is a VPN's.
+	defaults := map[uint32]bool{}
+	unknown := false
 	for _, m := range routes {
 		if r, ok := parseRoute(m); ok && r.bits == 0 {
-			for _, oif := range r.oifs {
+			devs := r.oifs
+			if r.nhID != nil {
+				devs = append(devs, nhDevs[*r.nhID]...)
+			}
+			for _, oif := range devs {
 				defaults[oif] = true
 			}
+			unknown = unknown || len(devs) == 0
 		}
+	}
+	if unknown {
+		clear(defaults)
 	}
 	for _, m := range routes {
 		if p, ok := onLink(m, nh); ok {
 			h.Nets = append(h.Nets, p)
 		}
-		if p, ok := vpnRoute(m, defaults); ok {
+		if p, ok := vpnRoute(m, defaults); ok && len(defaults) > 0 {
 			h.Nets = append(h.Nets, p)
 		}
 		if p, ok := localRoute(m); ok {
@@ -119,6 +133,7 @@ type route struct {
 	oif     uint32   // the output device (RTA_OIF), 0 when none is named
 	oifs    []uint32 // oif, or the devices of a multipath route's hops
 	gateway bool     // through a gateway (RTA_GATEWAY or RTA_VIA)
+	nhID    *uint32  // the nexthop object (RTA_NH_ID), nil when none
 }
 
 // parseRoute reads m when it is a unicast route of a table but local.
@@ -156,6 +171,11 @@ func parseRoute(m syscall.NetlinkMessage) (route, bool) {
 			}
 		case syscall.RTA_GATEWAY, unix.RTA_VIA:
 			r.gateway = true
+		case rtaNHID:
+			if len(a.Value) == 4 {
+				id := binary.NativeEndian.Uint32(a.Value)
+				r.nhID = &id
+			}
 		case syscall.RTA_TABLE:
 			if len(a.Value) == 4 && binary.NativeEndian.Uint32(a.Value) == syscall.RT_TABLE_LOCAL {
 				return r, false
@@ -283,12 +303,13 @@ func align4(n int) int { return (n + 3) &^ 3 }
 
 // nexthops are the kernel's nexthop objects by id, true for those that
 // reach their destinations directly: a device and no gateway, or a
-// group with such a member (blackholes reach nothing). A kernel without
-// them (before 5.3) has none.
-func nexthops() (map[uint32]bool, error) {
+// group with such a member (blackholes reach nothing); and the devices
+// (NHA_OIF) each object, or a group's members, go out of. A kernel
+// without them (before 5.3) has none.
+func nexthops() (map[uint32]bool, map[uint32][]uint32, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, os.NewSyscallError("socket(NETLINK_ROUTE)", err)
+		return nil, nil, os.NewSyscallError("socket(NETLINK_ROUTE)", err)
 	}
 	defer unix.Close(fd)
 	req := make([]byte, unix.NLMSG_HDRLEN+unix.SizeofNhmsg) // an nhmsg of zeros: every object
@@ -297,9 +318,10 @@ func nexthops() (map[uint32]bool, error) {
 	binary.NativeEndian.PutUint16(req[6:8], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 	binary.NativeEndian.PutUint32(req[8:12], 1)
 	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
+		return nil, nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
 	}
 	direct := map[uint32]bool{}
+	devs := map[uint32][]uint32{}
 	groups := map[uint32][]uint32{}
 	buf := make([]byte, 64<<10)
 	for {
@@ -308,11 +330,11 @@ func nexthops() (map[uint32]bool, error) {
 			continue
 		}
 		if err != nil {
-			return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
+			return nil, nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
 		}
 		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
 		if err != nil {
-			return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
+			return nil, nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", err)
 		}
 		for _, m := range msgs {
 			switch m.Header.Type {
@@ -322,21 +344,22 @@ func nexthops() (map[uint32]bool, error) {
 						if direct[mid] {
 							direct[id] = true
 						}
+						devs[id] = append(devs[id], devs[mid]...)
 					}
 				}
-				return direct, nil
+				return direct, devs, nil
 			case unix.NLMSG_ERROR:
 				if len(m.Data) < 4 {
-					return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", unix.EIO)
+					return nil, nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", unix.EIO)
 				}
 				errno := unix.Errno(-int32(binary.NativeEndian.Uint32(m.Data[0:4])))
 				if errno == 0 {
 					continue
 				}
 				if errno == unix.EOPNOTSUPP || errno == unix.EINVAL {
-					return nil, nil // no nexthop objects in this kernel
+					return nil, nil, nil // no nexthop objects in this kernel
 				}
-				return nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", errno)
+				return nil, nil, os.NewSyscallError("netlink RTM_GETNEXTHOP", errno)
 			case unix.RTM_NEWNEXTHOP:
 			default:
 				continue
@@ -344,7 +367,7 @@ func nexthops() (map[uint32]bool, error) {
 			if len(m.Data) < unix.SizeofNhmsg {
 				continue
 			}
-			var id uint32
+			var id, oif uint32
 			var haveID, gateway, blackhole bool
 			var members []uint32
 			forEachAttr(m.Data[unix.SizeofNhmsg:], func(t uint16, v []byte) {
@@ -355,6 +378,10 @@ func nexthops() (map[uint32]bool, error) {
 					}
 				case unix.NHA_GATEWAY:
 					gateway = true
+				case unix.NHA_OIF:
+					if len(v) == 4 {
+						oif = binary.NativeEndian.Uint32(v)
+					}
 				case unix.NHA_BLACKHOLE:
 					blackhole = true
 				case unix.NHA_GROUP:
@@ -369,6 +396,9 @@ func nexthops() (map[uint32]bool, error) {
 				groups[id] = members
 			default:
 				direct[id] = !gateway && !blackhole
+				if oif != 0 {
+					devs[id] = []uint32{oif}
+				}
 			}
 		}
 	}
