@@ -649,7 +649,9 @@ func (e *Engine) handleUDP(r *udp.ForwarderRequest, quic bool) bool {
 		}()
 		return true
 	}
-	e.nat64Wait(dst)
+	if !e.nat64Ready(dst) {
+		return true // dropped, not waited for (the stack's goroutine): the client sends again
+	}
 	names := e.table.Names(dst)
 	if d := e.pol.Decide(netpolicy.Query{Addr: dst, Port: port, Names: names, UDP: true}); !d.Allow {
 		e.ref.refuse("udp", dstString(dst, port, names), d)
@@ -898,6 +900,23 @@ func (e *Engine) discoverNAT64() {
 func (e *Engine) nat64Wait(dst netip.Addr) {
 	if dst.Is6() && !dst.Is4In6() {
 		e.nat64Known()
+	}
+}
+
+// nat64Ready reports, without waiting, whether dst may be judged now:
+// an IPv4 destination always, an IPv6 one once the network's NAT64
+// prefixes are known (or the engine is closing).
+func (e *Engine) nat64Ready(dst netip.Addr) bool {
+	if !dst.Is6() || dst.Is4In6() {
+		return true
+	}
+	select {
+	case <-e.nat64Done:
+		return true
+	case <-e.ctx.Done():
+		return true
+	default:
+		return false
 	}
 }
 

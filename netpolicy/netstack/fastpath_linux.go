@@ -205,7 +205,7 @@ func (e *Engine) SeccompBusy(c *seccomp.Call) seccomp.Answer {
 		return run
 	}
 	// The policy's reason where it refuses anyway (no waiting: a look-up).
-	q := e.query(dst)
+	q := e.lookup(dst)
 	d := e.pol.Decide(q)
 	if d.Allow {
 		d = tooMany
@@ -362,9 +362,16 @@ func (e *Engine) Connect(fd int, dst netip.AddrPort) (errno syscall.Errno, ok bo
 
 // query is the policy's question for a TCP connect to dst (as
 // parseSockaddr gives it), with the names that resolved to its address.
+// An IPv6 destination waits for the network's NAT64 prefixes.
 func (e *Engine) query(dst netip.AddrPort) netpolicy.Query {
+	e.nat64Wait(dst.Addr().Unmap())
+	return e.lookup(dst)
+}
+
+// lookup is query without the wait, for SeccompBusy, which answers in
+// the listener's own goroutine and refuses whatever the policy says.
+func (e *Engine) lookup(dst netip.AddrPort) netpolicy.Query {
 	a := dst.Addr().Unmap()
-	e.nat64Wait(a)
 	return netpolicy.Query{Addr: a, Port: dst.Port(), Names: e.table.Names(a)}
 }
 
