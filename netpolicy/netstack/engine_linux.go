@@ -920,6 +920,18 @@ func (e *Engine) nat64Ready(dst netip.Addr) bool {
 	}
 }
 
+// carriesIPv6 says whether resp may carry IPv6 addresses: AAAA records,
+// or service bindings with their hints.
+func carriesIPv6(resp *dns.Msg) bool {
+	for _, rr := range resp.Answer {
+		switch rr.(type) {
+		case *dns.AAAA, *dns.SVCB, *dns.HTTPS:
+			return true
+		}
+	}
+	return false
+}
+
 // nat64Known waits until the network's NAT64 prefixes are known.
 func (e *Engine) nat64Known() {
 	select {
@@ -973,7 +985,9 @@ func (e *Engine) answer(query []byte, overTCP bool) []byte {
 		return reply(dns.RcodeServerFailure)
 	}
 	resp.Id = m.Id
-	e.nat64Known() // an IPv6 address in the answer is judged with them
+	if carriesIPv6(resp) {
+		e.nat64Known() // its IPv6 addresses are judged with the network's NAT64 prefixes
+	}
 	keep, chain, d := e.filterAnswer(name, m.IsEdns0() != nil, resp)
 	if !d.Allow {
 		// The name is there; none of its addresses is the sandbox's:
