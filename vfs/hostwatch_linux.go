@@ -458,6 +458,9 @@ func (w *hostWatch) everything() []action {
 	w.mu.Unlock()
 	var acts []action
 	for _, n := range all {
+		if n.EmbeddedInode().Operations() == nil {
+			continue // never taken by go-fuse (notify)
+		}
 		acts = append(acts, action{n: n, data: true})
 		for name, ch := range n.Children() {
 			acts = append(acts, action{n: n, entry: name, data: true})
@@ -472,6 +475,12 @@ func (w *hostWatch) everything() []action {
 func (w *hostWatch) notify(a action) {
 	testStats.notified.Add(1)
 	in := a.n.EmbeddedInode()
+	if in.Operations() == nil {
+		// A node indexed by watchNode whose Inode go-fuse never took
+		// (NewInode gave an Inode it already had for the same inode, as
+		// a racing lookup does): the kernel knows it by the other one.
+		return
+	}
 	if a.entry != "" {
 		w.dropEntry(in, a.entry)
 		if a.entryOnly {
