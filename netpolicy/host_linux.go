@@ -62,8 +62,14 @@ func HostNow() (Host, error) {
 	// through gateways are the internet's way, and none is a VPN's.
 	defaults := map[uint32]bool{}
 	unknown := false
+	var unicast []route // each read once, for both passes
 	for _, m := range routes {
-		if r, ok := parseRoute(m); ok && r.bits == 0 {
+		r, ok := parseRoute(m)
+		if !ok {
+			continue
+		}
+		unicast = append(unicast, r)
+		if r.bits == 0 {
 			devs := r.oifs
 			if r.nhID != nil {
 				devs = append(devs, nhDevs[*r.nhID]...)
@@ -74,14 +80,15 @@ func HostNow() (Host, error) {
 			unknown = unknown || len(devs) == 0
 		}
 	}
-	if unknown {
-		clear(defaults)
+	if !unknown && len(defaults) > 0 {
+		for _, r := range unicast {
+			if p, ok := vpnRoute(r, defaults); ok {
+				h.Nets = append(h.Nets, p)
+			}
+		}
 	}
 	for _, m := range routes {
 		if p, ok := onLink(m, nh); ok {
-			h.Nets = append(h.Nets, p)
-		}
-		if p, ok := vpnRoute(m, defaults); ok && len(defaults) > 0 {
 			h.Nets = append(h.Nets, p)
 		}
 		if p, ok := localRoute(m); ok {
@@ -185,7 +192,7 @@ func parseRoute(m syscall.NetlinkMessage) (route, bool) {
 	return r, true
 }
 
-// vpnRoute is the destination of m when m is a route through a gateway
+// vpnRoute is the destination of r when r is a route through a gateway
 // on a device that carries no default route (defaults, by index), of a
 // prefix of at least /8 (IPv6: /16): the networks a VPN pushes
 // ("203.0.113.0/24 via 10.8.0.1 dev tun0", OpenVPN's), which may be
@@ -193,9 +200,8 @@ func parseRoute(m syscall.NetlinkMessage) (route, bool) {
 // (0.0.0.0/1 and 128.0.0.0/1) are wider, and a route through the
 // default route's device (to the VPN's server, a static route of the
 // LAN) is the internet's way or private anyway.
-func vpnRoute(m syscall.NetlinkMessage, defaults map[uint32]bool) (netip.Prefix, bool) {
-	r, ok := parseRoute(m)
-	if !ok || !r.gateway || r.oif == 0 || defaults[r.oif] || !r.dst.IsValid() {
+func vpnRoute(r route, defaults map[uint32]bool) (netip.Prefix, bool) {
+	if !r.gateway || r.oif == 0 || defaults[r.oif] || !r.dst.IsValid() {
 		return netip.Prefix{}, false
 	}
 	minBits := 8
